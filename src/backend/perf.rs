@@ -1,0 +1,1 @@
+//! The perf_event_open backend (being written).

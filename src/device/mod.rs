@@ -1,0 +1,1 @@
+//! The device: transports (FUSE, CUSE), open files, callers, caller memory.

@@ -1,0 +1,31 @@
+//! What every Alpha model shares: the implementations, the event-table types
+//! and the neutral host-event vocabulary that event tables are written in.
+//! Models never name perf; the backend never names Alpha events.
+
+mod event;
+mod host;
+mod implementation;
+mod resolve;
+
+pub use event::{AlphaEvent, Candidate, Fidelity, Scale, Term, evaluate};
+pub use host::HostEvent;
+pub use implementation::{Family, Implementation};
+pub use resolve::{EventMap, HostSupport, Resolution, ResolvedEvent, resolve};
+
+/// One counter as a model's mux and period ioctls leave it.
+#[derive(Debug, Clone, Copy)]
+pub struct CounterSetting {
+    pub event: &'static AlphaEvent,
+    /// Events per interrupt.
+    pub period: u64,
+    /// False when the model's disable bits turned this counter off.
+    pub enabled: bool,
+}
+
+/// Every event of `implementation`'s tables, counter by counter.
+pub fn catalog(implementation: Implementation) -> Vec<&'static [AlphaEvent]> {
+    match implementation.family() {
+        Family::Ev4 => crate::ev4::EVENTS.to_vec(),
+        Family::Ev5 | Family::Ev6 => Vec::new(),
+    }
+}
