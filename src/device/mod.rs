@@ -1,1 +1,12 @@
-//! The device: transports (FUSE, CUSE), open files, callers, caller memory.
+//! The device: open files, callers, caller memory, and the transports that
+//! carry requests to it (FUSE here; CUSE where the kernel has it).
+
+pub mod caller;
+mod core;
+pub mod fuse;
+pub mod memory;
+mod open_file;
+mod tally;
+
+pub use self::core::{CallerStore, Device, DeviceConfig, FileId, IoctlReply};
+pub use open_file::OpenMode;

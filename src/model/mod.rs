@@ -10,7 +10,7 @@ mod resolve;
 pub use event::{AlphaEvent, Candidate, Fidelity, Scale, Term, evaluate};
 pub use host::HostEvent;
 pub use implementation::{Family, Implementation};
-pub use resolve::{EventMap, HostSupport, Resolution, ResolvedEvent, resolve};
+pub use resolve::{EventMap, EventMapError, HostSupport, Resolution, ResolvedEvent, resolve};
 
 /// One counter as a model's mux and period ioctls leave it.
 #[derive(Debug, Clone, Copy)]

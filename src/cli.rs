@@ -1,4 +1,0 @@
-//! Command line (being written).
-pub fn main() -> std::process::ExitCode {
-    std::process::ExitCode::SUCCESS
-}

@@ -1,0 +1,110 @@
+//! `pfmd` command line: parse, then run the daemon or print a listing.
+
+mod daemon;
+mod host;
+mod listing;
+
+use clap::{Parser, ValueEnum};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum TransportChoice {
+    /// CUSE where /dev/cuse exists, else FUSE.
+    Auto,
+    Fuse,
+    Cuse,
+}
+
+/// Serve the OSF/1 / Tru64 pfm performance-counter device on Linux.
+#[derive(Debug, Parser)]
+#[command(name = "pfmd", version)]
+pub struct Args {
+    /// Alpha implementation to emulate: ev4, ev45, ev5, ev56, pca56, ev6, ev67.
+    #[arg(long, default_value = "ev4")]
+    pub model: crate::model::Implementation,
+    #[arg(long, value_enum, default_value = "auto")]
+    pub transport: TransportChoice,
+    /// Where the FUSE transport mounts its one-file filesystem.
+    #[arg(long, default_value = "/run/pfm")]
+    pub mountpoint: PathBuf,
+    /// Symlink to the device file, or `none`.
+    #[arg(long, default_value = "/dev/pfcntr")]
+    pub dev_link: String,
+    /// Permission bits of the device, octal.
+    #[arg(long, default_value = "0444", value_parser = parse_octal)]
+    pub mode: u16,
+    /// Nominal CPU clock in MHz for cycle approximations and pr_cycle
+    /// (default: /proc/cpuinfo).
+    #[arg(long)]
+    pub cpu_mhz: Option<f64>,
+    /// Members of this group may count system-wide, like CAP_PERFMON.
+    #[arg(long)]
+    pub allow_group: Option<String>,
+    /// Site event map binding Alpha events to raw host events
+    /// (default: /etc/pfm/events.map if it exists).
+    #[arg(long)]
+    pub event_map: Option<PathBuf>,
+    /// FUSE reader threads.
+    #[arg(long, default_value_t = 4)]
+    pub threads: usize,
+    /// Print the active model's events and what this host counts for each, then exit.
+    #[arg(long)]
+    pub list_events: bool,
+    /// Print the current event mapping in the --event-map file format, then exit.
+    #[arg(long)]
+    pub print_event_map: bool,
+}
+
+fn parse_octal(text: &str) -> Result<u16, String> {
+    u16::from_str_radix(text.trim_start_matches("0o"), 8)
+        .ok()
+        .filter(|m| *m <= 0o7777)
+        .ok_or_else(|| format!("{text:?} is not an octal mode"))
+}
+
+pub fn main() -> ExitCode {
+    let args = Args::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let result = if args.list_events || args.print_event_map {
+        listing::run(&args)
+    } else {
+        daemon::run(&args)
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!("{e}");
+            eprintln!("pfmd: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Why pfmd could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("{0}")]
+    Config(String),
+    #[error("{what}: {source}")]
+    Io {
+        what: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    EventMap(#[from] crate::model::EventMapError),
+}
+
+impl StartError {
+    fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> StartError {
+        let what = what.into();
+        move |source| StartError::Io { what, source }
+    }
+}

@@ -1,0 +1,565 @@
+//! The transport-free device: typed requests from a caller in, data or an
+//! errno out. Transports (FUSE, CUSE) only translate to and from it.
+
+use super::caller::{Caller, SecurityPolicy};
+use super::open_file::{OpenFile, OpenMode, Scope, Selected};
+use super::tally::{CpuTally, MAX_COUNTERS, Tally};
+use crate::backend::Backend;
+use crate::ev4;
+use crate::ioctl::abi::{self, PFM_COUNTERS, PFM_IPL, PFM_PROFILING, PfCntrs, PfmInfo};
+use crate::ioctl::{DeviceError, Ev4Request, Request, decode, numbers};
+use crate::model::{CounterSetting, EventMap, Family, Implementation, Resolution, resolve};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use zerocopy::IntoBytes;
+
+pub type FileId = u64;
+
+/// Fixed facts the device is built with.
+#[derive(Debug, Clone)]
+pub struct DeviceConfig {
+    pub implementation: Implementation,
+    /// Nominal clock in kHz, for `pr_cycle` and cycle approximations.
+    pub cpu_khz: u64,
+    /// `sysconf(_SC_NPROCESSORS_CONF)`: the length of an EACH-mode array.
+    pub configured_cpus: usize,
+    pub online_cpus: Vec<u32>,
+    pub policy: SecurityPolicy,
+    pub event_map: EventMap,
+}
+
+/// Bytes to store at an address the caller passed (pointer arguments).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallerStore {
+    pub addr: u64,
+    pub bytes: Vec<u8>,
+}
+
+/// A successful ioctl: `out` is copied back through the ioctl's own argument
+/// (`_IOR`), `store` is written at the caller's pointer.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct IoctlReply {
+    pub out: Vec<u8>,
+    pub store: Option<CallerStore>,
+}
+
+impl IoctlReply {
+    fn none() -> Self {
+        IoctlReply::default()
+    }
+    fn out(bytes: &[u8]) -> Self {
+        IoctlReply {
+            out: bytes.to_vec(),
+            store: None,
+        }
+    }
+    fn store(addr: u64, bytes: Vec<u8>) -> Self {
+        IoctlReply {
+            out: Vec::new(),
+            store: Some(CallerStore { addr, bytes }),
+        }
+    }
+}
+
+struct State {
+    files: HashMap<FileId, OpenFile>,
+    next_id: FileId,
+    /// Which open holds each CPU.
+    holder: Vec<Option<FileId>>,
+    tallies: Vec<CpuTally>,
+    /// The last selection made: a new open starts with it, as the chip's mux
+    /// register keeps its value across opens.
+    selection: [Option<Selected>; MAX_COUNTERS],
+}
+
+pub struct Device {
+    config: DeviceConfig,
+    backend: Arc<dyn Backend>,
+    state: Mutex<State>,
+}
+
+fn now_cycles(khz: u64) -> u64 {
+    // CLOCK_MONOTONIC cannot fail on Linux; 0 would only make pr_cycle stale.
+    let ns = nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC)
+        .map(|ts| ts.tv_sec() as u128 * 1_000_000_000 + ts.tv_nsec() as u128)
+        .unwrap_or(0);
+    (ns * khz as u128 / 1_000_000) as u64
+}
+
+impl Device {
+    pub fn new(config: DeviceConfig, backend: Arc<dyn Backend>) -> Self {
+        let slots = config.configured_cpus.max(
+            config
+                .online_cpus
+                .iter()
+                .map(|&c| c as usize + 1)
+                .max()
+                .unwrap_or(0),
+        );
+        let state = State {
+            files: HashMap::new(),
+            next_id: 1,
+            holder: vec![None; slots],
+            tallies: vec![CpuTally::default(); slots],
+            selection: Default::default(),
+        };
+        Device {
+            config,
+            backend,
+            state: Mutex::new(state),
+        }
+    }
+
+    pub fn config(&self) -> &DeviceConfig {
+        &self.config
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A panic while holding the lock must not take the device down with it.
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// `open(2)`: `flags` are the open flags carrying the mode bits.
+    pub fn open(&self, caller: &Caller, flags: i32) -> Result<FileId, DeviceError> {
+        let creds = caller.credentials()?;
+        let mode = match flags & abi::PCNTOPENMASK {
+            abi::PCNTOPENONE => match creds.cpus_allowed.as_slice() {
+                [cpu] if self.config.online_cpus.contains(cpu) => OpenMode::One(*cpu),
+                allowed => {
+                    return Err(DeviceError::invalid(format!(
+                        "PCNTOPENONE needs the caller bound to exactly one CPU; tid {} may run on {allowed:?}",
+                        caller.tid()
+                    )));
+                }
+            },
+            abi::PCNTOPENEACH => OpenMode::Each,
+            _ => OpenMode::All,
+        };
+        let cpus = match mode {
+            OpenMode::One(cpu) => vec![cpu],
+            OpenMode::Each | OpenMode::All => self.config.online_cpus.clone(),
+        };
+        let mut st = self.lock();
+        if let Some(cpu) = cpus.iter().find(|&&c| st.holder[c as usize].is_some()) {
+            return Err(DeviceError::Busy(format!(
+                "cpu {cpu} is held by another open"
+            )));
+        }
+        let shared = if self.backend.hardware_contended(&cpus) {
+            if !creds.perf_privileged() {
+                return Err(DeviceError::Busy(
+                    "another tool is using the performance counters".into(),
+                ));
+            }
+            tracing::warn!(
+                tid = caller.tid(),
+                "another perf user holds the hardware counters: privileged open shares them by multiplexing; counts are scaled"
+            );
+            true
+        } else {
+            false
+        };
+        let id = st.next_id;
+        st.next_id += 1;
+        for &cpu in &cpus {
+            st.holder[cpu as usize] = Some(id);
+        }
+        let file = OpenFile::new(creds.tgid, mode, cpus, st.selection.clone(), shared);
+        st.files.insert(id, file);
+        tracing::info!(file = id, tid = caller.tid(), ?mode, "opened");
+        Ok(id)
+    }
+
+    /// Last close of an open file: interrupts off, host events stopped, CPUs
+    /// free. The counts stay in the device.
+    pub fn release(&self, id: FileId) {
+        let mut st = self.lock();
+        let State {
+            files,
+            holder,
+            tallies,
+            ..
+        } = &mut *st;
+        let Some(mut file) = files.remove(&id) else {
+            return;
+        };
+        if let Err(e) = file.stop_counting(tallies, self.config.cpu_khz) {
+            tracing::warn!(file = id, "final read on close failed: {e}");
+        }
+        for slot in holder.iter_mut().filter(|h| **h == Some(id)) {
+            *slot = None;
+        }
+        tracing::info!(file = id, pid = file.tgid, "closed");
+    }
+
+    /// `read(2)`: the profile buckets (contract §6); nothing while profiling is off.
+    pub fn read(
+        &self,
+        id: FileId,
+        _caller: &Caller,
+        _offset: u64,
+        _size: u32,
+    ) -> Result<Vec<u8>, DeviceError> {
+        let st = self.lock();
+        st.files
+            .get(&id)
+            .ok_or_else(|| DeviceError::invalid("no such open file"))?;
+        Ok(Vec::new())
+    }
+
+    /// One ioctl, decoded from its number and input bytes.
+    pub fn ioctl(
+        &self,
+        id: FileId,
+        caller: &Caller,
+        cmd: u32,
+        data: &[u8],
+    ) -> Result<IoctlReply, DeviceError> {
+        let result = decode(cmd, data).and_then(|request| self.request(id, caller, request));
+        match &result {
+            Ok(_) => tracing::trace!(
+                file = id,
+                tid = caller.tid(),
+                cmd = numbers::name(cmd).unwrap_or("?"),
+                "ioctl"
+            ),
+            Err(e) => tracing::debug!(
+                file = id,
+                tid = caller.tid(),
+                cmd = numbers::name(cmd).unwrap_or("?"),
+                errno = %e.errno(),
+                "ioctl refused: {e}"
+            ),
+        }
+        result
+    }
+
+    /// One typed request.
+    pub fn request(
+        &self,
+        id: FileId,
+        caller: &Caller,
+        request: Request,
+    ) -> Result<IoctlReply, DeviceError> {
+        let family = self.config.implementation.family();
+        if let Some(wanted) = request.family().filter(|f| *f != family) {
+            return Err(DeviceError::invalid(format!(
+                "{wanted:?} ioctl on a device emulating {}",
+                self.config.implementation
+            )));
+        }
+        let mut guard = self.lock();
+        let st = &mut *guard;
+        let file = st
+            .files
+            .get_mut(&id)
+            .ok_or_else(|| DeviceError::invalid("no such open file"))?;
+        let khz = self.config.cpu_khz;
+        let policy = &self.config.policy;
+        match request {
+            Request::Disable => {
+                if file.enabled {
+                    file.enabled = false;
+                    file.stop_counting(&mut st.tallies, khz)?;
+                }
+                Ok(IoctlReply::none())
+            }
+            Request::Enable => {
+                if file.scope == Scope::LogAll
+                    && !policy.may_count_system_wide(caller.credentials()?)
+                {
+                    return Err(DeviceError::AccessDenied(
+                        "system-wide counting (LOGALL) is not allowed for this caller; select PCNTLOGSELECT first".into(),
+                    ));
+                }
+                if !file.enabled {
+                    file.enabled = true;
+                    if let Err(e) = file.start_counting(self.backend.as_ref()) {
+                        file.enabled = false;
+                        return Err(e);
+                    }
+                }
+                Ok(IoctlReply::none())
+            }
+            Request::LogAll => {
+                if !policy.may_count_system_wide(caller.credentials()?) {
+                    return Err(DeviceError::AccessDenied(format!(
+                        "system-wide counting needs perf_event_paranoid <= 0 (it is {}), CAP_PERFMON or --allow-group",
+                        policy.paranoid()
+                    )));
+                }
+                self.reconfigure(file, &mut st.tallies, |f| f.scope = Scope::LogAll)
+            }
+            Request::LogSelect => {
+                let creds = caller.credentials()?;
+                if !policy.may_count_own_user(creds) {
+                    return Err(DeviceError::AccessDenied(format!(
+                        "counting your own threads needs perf_event_paranoid <= 2 (it is {})",
+                        policy.paranoid()
+                    )));
+                }
+                let kernel = policy.may_count_own_kernel(creds);
+                if !kernel {
+                    tracing::info!(
+                        tid = caller.tid(),
+                        "LOGSELECT without kernel-mode privilege: counting user mode only"
+                    );
+                }
+                let tid = caller.tid();
+                self.reconfigure(file, &mut st.tallies, |f| {
+                    f.scope = Scope::LogSelect;
+                    f.pme.insert(tid);
+                    f.kernel_allowed &= kernel;
+                })
+            }
+            Request::ClearPcbPme => {
+                let tid = caller.tid();
+                self.reconfigure(file, &mut st.tallies, |f| {
+                    f.pme.remove(&tid);
+                })
+            }
+            Request::ClearCnt => {
+                if file.items & (PFM_COUNTERS | PFM_IPL) == 0 {
+                    return Err(DeviceError::invalid(
+                        "PCNTCLEARCNT needs PFM_COUNTERS or PFM_IPL selected",
+                    ));
+                }
+                if file.items & PFM_COUNTERS != 0 {
+                    // Fold first so events before the clear are not counted after it.
+                    file.pending_events(khz, true)?;
+                    let now = now_cycles(khz);
+                    for &cpu in &file.cpus {
+                        st.tallies[cpu as usize].clear(now);
+                    }
+                }
+                Ok(IoctlReply::none())
+            }
+            Request::Caller => Err(DeviceError::invalid("PCNTCALLER needs kernel profiling on")),
+            Request::GetRsize => Ok(IoctlReply::out(0u64.as_bytes())),
+            Request::GetIplHis { .. } => {
+                if file.items & PFM_IPL == 0 {
+                    return Err(DeviceError::invalid("PCNTGETIPLHIS needs PFM_IPL selected"));
+                }
+                Err(DeviceError::NotSupported(
+                    "IPL histograms are not implemented yet".into(),
+                ))
+            }
+            Request::SetItems(items) => {
+                if items & abi::PFM_ITEMS_MASK == 0 {
+                    return Err(DeviceError::invalid(format!(
+                        "PCNTSETITEMS({items:#x}) selects no item"
+                    )));
+                }
+                let profile_me = (items & abi::PFM_PROFME_MODE_MASK) >> abi::PFM_PROFME_MODE_SHIFT;
+                if profile_me != 0 && self.config.implementation != Implementation::Ev67 {
+                    return Err(DeviceError::invalid(format!(
+                        "profile-me statistic {profile_me} needs --model ev67"
+                    )));
+                }
+                self.reconfigure(file, &mut st.tallies, |f| f.items = items)
+            }
+            Request::SetUaddr(_) | Request::SetKaddr(_) => {
+                Self::need_profiling(file)?;
+                Err(DeviceError::NotSupported(
+                    "PC profiling is not implemented yet".into(),
+                ))
+            }
+            Request::SetUrange(r) | Request::SetKrange(r) => {
+                Self::need_profiling(file)?;
+                if r.stride != 0 && !r.stride.is_power_of_two() {
+                    return Err(DeviceError::invalid(format!(
+                        "stride {} is not 0 or a power of two",
+                        r.stride
+                    )));
+                }
+                Err(DeviceError::NotSupported(
+                    "PC profiling is not implemented yet".into(),
+                ))
+            }
+            Request::GetInfo => Ok(IoctlReply::out(self.info(file).as_bytes())),
+            Request::Ev4(Ev4Request::SetMux(iccsr)) => {
+                let selection = ev4::decode(iccsr)?;
+                let counters = self.select(&selection.counters)?;
+                st.selection = counters.clone();
+                self.reconfigure(file, &mut st.tallies, |f| f.counters = counters)
+            }
+            Request::Ev4(Ev4Request::GetCnt { addr }) => {
+                if file.items & PFM_COUNTERS == 0 {
+                    return Err(DeviceError::invalid(
+                        "PCNTGETCNT needs PFM_COUNTERS selected",
+                    ));
+                }
+                let per_cpu = self.snapshot(file, &mut st.tallies)?;
+                let element = |t: &[Tally; MAX_COUNTERS], pr_cycle| PfCntrs {
+                    pf_cntr0: t[0].interrupts,
+                    pf_cntr1: t[1].interrupts,
+                    pr_cycle,
+                };
+                let out: Vec<PfCntrs> = self.arrange(file.mode, &per_cpu, element);
+                Ok(IoctlReply::store(addr, out.as_bytes().to_vec()))
+            }
+            Request::Ev5(_) | Request::Ev6(_) => Err(DeviceError::invalid(format!(
+                "the {} model's ioctls are not implemented yet",
+                self.config.implementation
+            ))),
+        }
+    }
+
+    fn need_profiling(file: &OpenFile) -> Result<(), DeviceError> {
+        if file.items & PFM_PROFILING == 0 {
+            return Err(DeviceError::invalid(
+                "the device is not open for profiling (PFM_PROFILING)",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Resolves each enabled counter's event against the host. A disabled
+    /// counter's event was validated by the model and is never resolved.
+    fn select(
+        &self,
+        settings: &[CounterSetting],
+    ) -> Result<[Option<Selected>; MAX_COUNTERS], DeviceError> {
+        let mut out: [Option<Selected>; MAX_COUNTERS] = Default::default();
+        for (slot, setting) in out.iter_mut().zip(settings).filter(|(_, s)| s.enabled) {
+            match resolve(setting.event, self.backend.as_ref(), &self.config.event_map) {
+                Resolution::Resolved(resolved) => {
+                    *slot = Some(Selected {
+                        resolved,
+                        period: setting.period,
+                    })
+                }
+                Resolution::Unavailable { event, reason } => {
+                    tracing::warn!(
+                        event = event.name,
+                        "selected event cannot be counted on this host: {reason}"
+                    );
+                    return Err(DeviceError::NotSupported(format!(
+                        "{}: {reason}",
+                        event.name
+                    )));
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Applies a settings change: stop counting, change, start again if enabled.
+    fn reconfigure(
+        &self,
+        file: &mut OpenFile,
+        tallies: &mut [CpuTally],
+        change: impl FnOnce(&mut OpenFile),
+    ) -> Result<IoctlReply, DeviceError> {
+        let was_counting = file.counting();
+        if was_counting {
+            file.stop_counting(tallies, self.config.cpu_khz)?;
+        }
+        change(file);
+        if let Err(e) = file.start_counting(self.backend.as_ref()) {
+            // The settings stay; counting resumes at the next PCNTRENABLE.
+            file.enabled = false;
+            return Err(e);
+        }
+        Ok(IoctlReply::none())
+    }
+
+    /// The counts of each of the open's CPUs as of now, with `pr_cycle`.
+    fn snapshot(
+        &self,
+        file: &mut OpenFile,
+        tallies: &mut [CpuTally],
+    ) -> Result<Vec<(u32, [Tally; MAX_COUNTERS], u64)>, DeviceError> {
+        let pending = file.pending_events(self.config.cpu_khz, false)?;
+        let now = now_cycles(self.config.cpu_khz);
+        Ok(file
+            .cpus
+            .iter()
+            .map(|&cpu| {
+                let tally = &mut tallies[cpu as usize];
+                let seen = file.projected(tally, pending.get(&cpu));
+                tally.stamp(&seen, now);
+                (cpu, seen, tally.pr_cycle)
+            })
+            .collect())
+    }
+
+    /// Lays per-CPU counts out as the mode wants: ONE and ALL one element
+    /// (ALL summed, latest `pr_cycle`), EACH one per configured CPU.
+    fn arrange<T: Default>(
+        &self,
+        mode: OpenMode,
+        per_cpu: &[(u32, [Tally; MAX_COUNTERS], u64)],
+        element: impl Fn(&[Tally; MAX_COUNTERS], u64) -> T,
+    ) -> Vec<T> {
+        match mode {
+            OpenMode::Each => {
+                let mut out: Vec<T> = (0..self.config.configured_cpus)
+                    .map(|_| T::default())
+                    .collect();
+                for (cpu, tallies, pr_cycle) in per_cpu {
+                    if let Some(slot) = out.get_mut(*cpu as usize) {
+                        *slot = element(tallies, *pr_cycle);
+                    }
+                }
+                out
+            }
+            OpenMode::One(_) | OpenMode::All => {
+                let mut sum = [Tally::default(); MAX_COUNTERS];
+                let mut latest = 0;
+                for (_, tallies, pr_cycle) in per_cpu {
+                    for (s, t) in sum.iter_mut().zip(tallies) {
+                        s.interrupts += t.interrupts;
+                        s.residual += t.residual;
+                    }
+                    latest = latest.max(*pr_cycle);
+                }
+                vec![element(&sum, latest)]
+            }
+        }
+    }
+
+    fn info(&self, file: &OpenFile) -> PfmInfo {
+        let implementation = self.config.implementation;
+        let widths: &[u32] = match implementation.family() {
+            Family::Ev4 => &ev4::WIDTHS,
+            Family::Ev5 => &[16, 16, 14],
+            Family::Ev6 => &[20, 20],
+        };
+        let mut info = PfmInfo {
+            pi_version: abi::PFM_INFO_VERSION,
+            pi_family: implementation.family() as u64,
+            pi_impl: implementation as u64,
+            pi_ncpus: self.config.configured_cpus as u64,
+            pi_ncounters: widths.len() as u64,
+            pi_open_mode: match file.mode {
+                OpenMode::One(_) => abi::PFM_MODE_ONE,
+                OpenMode::Each => abi::PFM_MODE_EACH,
+                OpenMode::All => abi::PFM_MODE_ALL,
+            },
+            pi_items: file.items,
+            pi_cpu_khz: self.config.cpu_khz,
+            ..PfmInfo::default()
+        };
+        let flag = |on: bool, bit: u64| if on { bit } else { 0 };
+        info.pi_flags = flag(file.shared, abi::PFM_INFO_SHARED)
+            | flag(file.scope == Scope::LogSelect, abi::PFM_INFO_LOGSELECT)
+            | flag(file.enabled, abi::PFM_INFO_ENABLED)
+            | flag(!file.modes().kernel, abi::PFM_INFO_USER_ONLY);
+        for (i, width) in widths.iter().enumerate() {
+            info.pi_width[i] = u64::from(*width);
+            if let Some(selected) = &file.counters[i] {
+                info.pi_fidelity[i] = selected.resolved.fidelity.abi_code();
+                info.pi_period[i] = selected.period;
+                info.pi_sample_period[i] = selected.period;
+            }
+        }
+        info
+    }
+}
+
+#[cfg(test)]
+#[path = "core_tests.rs"]
+mod tests;

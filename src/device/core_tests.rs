@@ -1,0 +1,375 @@
+//! State-machine tests of the device core over the mock backend.
+
+use super::*;
+use crate::backend::mock::MockBackend;
+use crate::backend::{ModeFilter, Target};
+use crate::device::caller::Credentials;
+use crate::ioctl::abi::{Iccsr, PCNTOPENALL, PCNTOPENEACH, PCNTOPENONE};
+use crate::ioctl::numbers as n;
+use crate::model::HostEvent;
+use nix::errno::Errno;
+use zerocopy::FromBytes;
+
+const KHZ_1GHZ: u64 = 1_000_000; // 1 ns of cpu-clock = 1 cycle
+
+fn device_with(backend: &MockBackend, paranoid: i32) -> Device {
+    Device::new(
+        DeviceConfig {
+            implementation: Implementation::Ev4,
+            cpu_khz: KHZ_1GHZ,
+            configured_cpus: 2,
+            online_cpus: vec![0, 1],
+            policy: SecurityPolicy {
+                allow_gid: None,
+                paranoid_override: Some(paranoid),
+            },
+            event_map: EventMap::default(),
+        },
+        Arc::new(backend.clone()),
+    )
+}
+
+fn root(tid: i32) -> Caller {
+    Caller::with_credentials(
+        tid,
+        Credentials {
+            tgid: tid,
+            cpus_allowed: vec![0, 1],
+            ..Credentials::default()
+        },
+    )
+}
+
+fn user(tid: i32, cpus: Vec<u32>) -> Caller {
+    Caller::with_credentials(
+        tid,
+        Credentials {
+            tgid: tid,
+            euid: 1000,
+            egid: 1000,
+            cpus_allowed: cpus,
+            ..Credentials::default()
+        },
+    )
+}
+
+fn ioctl(d: &Device, f: FileId, c: &Caller, cmd: u32, arg: u64) -> Result<IoctlReply, Errno> {
+    // The kernel hands in _IOC_SIZE bytes only for _IOW/_IOWR.
+    let input = if n::dir(cmd) & n::IOC_WRITE != 0 {
+        n::size(cmd) as usize
+    } else {
+        0
+    };
+    d.ioctl(f, c, cmd, &arg.to_ne_bytes()[..input])
+        .map_err(|e| e.errno())
+}
+
+fn cycles_only(pc0: u64) -> u64 {
+    Iccsr::new(0xa, 0, pc0, 0, 2).0
+}
+
+fn getcnt(d: &Device, f: FileId, c: &Caller) -> Vec<PfCntrs> {
+    let reply = ioctl(d, f, c, n::PCNTGETCNT, 0x1000).unwrap();
+    let store = reply.store.expect("GETCNT stores at the caller's pointer");
+    assert_eq!(store.addr, 0x1000);
+    <[PfCntrs]>::ref_from_bytes(&store.bytes).unwrap().to_vec()
+}
+
+fn counting_setup(d: &Device, f: FileId, c: &Caller) {
+    ioctl(d, f, c, n::PCNTSETITEMS, abi::PFM_COUNTERS).unwrap();
+    ioctl(d, f, c, n::PCNTSETMUX, cycles_only(1)).unwrap();
+    ioctl(d, f, c, n::PCNTCLEARCNT, 0).unwrap();
+}
+
+#[test]
+fn open_modes_hold_cpus_and_busy_is_per_cpu() {
+    let b = MockBackend::with_events(&[HostEvent::CpuClock]);
+    let d = device_with(&b, 2);
+    let all = d.open(&root(10), PCNTOPENALL).unwrap();
+    assert_eq!(
+        d.open(&root(11), PCNTOPENALL).unwrap_err().errno(),
+        Errno::EBUSY
+    );
+    assert_eq!(
+        d.open(&user(12, vec![1]), PCNTOPENONE).unwrap_err().errno(),
+        Errno::EBUSY
+    );
+    d.release(all);
+    let one0 = d.open(&user(13, vec![0]), PCNTOPENONE).unwrap();
+    let one1 = d.open(&user(14, vec![1]), PCNTOPENONE).unwrap();
+    assert_eq!(
+        d.open(&user(15, vec![1]), PCNTOPENONE).unwrap_err().errno(),
+        Errno::EBUSY
+    );
+    assert_eq!(
+        d.open(&root(16), PCNTOPENEACH).unwrap_err().errno(),
+        Errno::EBUSY,
+        "root too"
+    );
+    d.release(one0);
+    d.release(one1);
+    assert_eq!(
+        d.open(&user(17, vec![0, 1]), PCNTOPENONE)
+            .unwrap_err()
+            .errno(),
+        Errno::EINVAL
+    );
+    assert!(d.open(&root(18), 0).is_ok(), "no mode bits means ALL");
+}
+
+#[test]
+fn interrupts_are_floor_of_events_over_period_while_enabled() {
+    let b = MockBackend::with_events(&[HostEvent::CpuClock]);
+    let d = device_with(&b, 2);
+    let c = root(10);
+    let f = d.open(&c, PCNTOPENALL).unwrap();
+    counting_setup(&d, f, &c);
+    b.advance(0, Target::AllTasks, HostEvent::CpuClock, 1_000_000);
+    assert_eq!(
+        getcnt(&d, f, &c)[0].pf_cntr0,
+        0,
+        "nothing counts before PCNTRENABLE"
+    );
+    ioctl(&d, f, &c, n::PCNTRENABLE, 0).unwrap();
+    b.advance(0, Target::AllTasks, HostEvent::CpuClock, 10 * 4096 + 4095);
+    b.advance(1, Target::AllTasks, HostEvent::CpuClock, 4096 + 1);
+    let got = getcnt(&d, f, &c);
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].pf_cntr0, 11, "ALL sums the CPUs' interrupts");
+    assert_eq!(got[0].pf_cntr1, 0, "counter 1 is disabled");
+    assert!(got[0].pr_cycle > 0);
+    ioctl(&d, f, &c, n::PCNTRDISABLE, 0).unwrap();
+    b.advance(0, Target::AllTasks, HostEvent::CpuClock, 100 * 4096);
+    assert_eq!(getcnt(&d, f, &c)[0].pf_cntr0, 11, "disabled: no interrupts");
+    ioctl(&d, f, &c, n::PCNTRENABLE, 0).unwrap();
+    b.advance(0, Target::AllTasks, HostEvent::CpuClock, 1);
+    assert_eq!(
+        getcnt(&d, f, &c)[0].pf_cntr0,
+        12,
+        "the residual 4095 carried over"
+    );
+}
+
+#[test]
+fn counts_survive_close_and_reopen_until_cleared() {
+    let b = MockBackend::with_events(&[HostEvent::CpuClock]);
+    let d = device_with(&b, 2);
+    let c = root(10);
+    let f = d.open(&c, PCNTOPENALL).unwrap();
+    counting_setup(&d, f, &c);
+    ioctl(&d, f, &c, n::PCNTRENABLE, 0).unwrap();
+    b.advance(0, Target::AllTasks, HostEvent::CpuClock, 5 * 4096);
+    d.release(f);
+    b.advance(0, Target::AllTasks, HostEvent::CpuClock, 5 * 4096);
+    let f = d.open(&c, PCNTOPENALL).unwrap();
+    assert_eq!(
+        getcnt(&d, f, &c)[0].pf_cntr0,
+        5,
+        "kept, and nothing counted while closed"
+    );
+    let info = ioctl(&d, f, &c, n::PCNTGETINFO, 0).unwrap();
+    let info = PfmInfo::read_from_bytes(&info.out).unwrap();
+    assert_eq!(info.pi_flags & abi::PFM_INFO_ENABLED, 0, "open disables");
+    assert_eq!(
+        info.pi_items,
+        abi::PFM_COUNTERS,
+        "open selects counters only"
+    );
+    assert_eq!(info.pi_period[0], 4096, "the mux survives reopen");
+    ioctl(&d, f, &c, n::PCNTCLEARCNT, 0).unwrap();
+    assert_eq!(getcnt(&d, f, &c)[0].pf_cntr0, 0);
+}
+
+#[test]
+fn each_mode_returns_one_element_per_configured_cpu() {
+    let b = MockBackend::with_events(&[HostEvent::CpuClock]);
+    let d = device_with(&b, 2);
+    let c = root(10);
+    let f = d.open(&c, PCNTOPENEACH).unwrap();
+    counting_setup(&d, f, &c);
+    ioctl(&d, f, &c, n::PCNTRENABLE, 0).unwrap();
+    b.advance(0, Target::AllTasks, HostEvent::CpuClock, 3 * 4096);
+    b.advance(1, Target::AllTasks, HostEvent::CpuClock, 7 * 4096);
+    let got = getcnt(&d, f, &c);
+    assert_eq!(
+        got.iter().map(|p| p.pf_cntr0).collect::<Vec<_>>(),
+        vec![3, 7]
+    );
+}
+
+#[test]
+fn one_mode_counts_only_its_cpu() {
+    let b = MockBackend::with_events(&[HostEvent::CpuClock]);
+    let d = device_with(&b, 0);
+    let c = user(10, vec![1]);
+    let f = d.open(&c, PCNTOPENONE).unwrap();
+    counting_setup(&d, f, &c);
+    ioctl(&d, f, &c, n::PCNTRENABLE, 0).unwrap();
+    b.advance(0, Target::AllTasks, HostEvent::CpuClock, 9 * 4096);
+    b.advance(1, Target::AllTasks, HostEvent::CpuClock, 2 * 4096);
+    assert_eq!(getcnt(&d, f, &c)[0].pf_cntr0, 2);
+    assert!(b.opened().iter().all(|g| g.cpu == 1));
+}
+
+#[test]
+fn errno_rows_without_sampling() {
+    let b = MockBackend::with_events(&[HostEvent::CpuClock]);
+    let d = device_with(&b, 2);
+    let c = root(10);
+    let f = d.open(&c, PCNTOPENALL).unwrap();
+    let e = |cmd, arg| ioctl(&d, f, &c, cmd, arg).unwrap_err();
+    assert_eq!(
+        e(n::PCNTSETMUX, Iccsr::new(0xa, 0, 0, 0, 3).0),
+        Errno::EINVAL
+    );
+    assert_eq!(
+        e(n::PCNTSETMUX, Iccsr::new(0xa, 0, 0, 0, 2).0 | 1 << 40),
+        Errno::EINVAL
+    );
+    assert_eq!(
+        e(n::PCNTSETMUX, Iccsr::new(0x1, 0, 0, 0, 2).0),
+        Errno::EINVAL
+    );
+    assert_eq!(
+        e(n::PCNTSETMUX, Iccsr::new(0xb, 0, 0, 0, 2).0),
+        Errno::EOPNOTSUPP,
+        "PF_PALMODE"
+    );
+    assert_eq!(
+        e(n::PCNTSETMUX, Iccsr::new(0xa, 0x0, 0, 0, 0).0),
+        Errno::EOPNOTSUPP,
+        "PF_DCACHE enabled"
+    );
+    ioctl(&d, f, &c, n::PCNTSETMUX, Iccsr::new(0xa, 0x0, 0, 0, 2).0)
+        .expect("a disabled counter is not resolved");
+    assert_eq!(e(n::PCNTSETITEMS, 0), Errno::EINVAL);
+    assert_eq!(
+        e(n::PCNTSETITEMS, 0x300),
+        Errno::EINVAL,
+        "profile-me bits only on EV67"
+    );
+    ioctl(&d, f, &c, n::PCNTSETITEMS, abi::PFM_PROFILING).unwrap();
+    assert_eq!(e(n::PCNTCLEARCNT, 0), Errno::EINVAL);
+    assert_eq!(e(n::PCNTGETCNT, 0x1000), Errno::EINVAL);
+    assert_eq!(e(n::PCNTGETIPLHIS, 0x1000), Errno::EINVAL);
+    assert_eq!(e(n::PCNTCALLER, 0), Errno::EINVAL);
+    let mut range = [0u8; 32];
+    range[16] = 3; // stride 3
+    assert_eq!(
+        d.ioctl(f, &c, n::PCNTSETURANGE, &range)
+            .unwrap_err()
+            .errno(),
+        Errno::EINVAL
+    );
+    ioctl(&d, f, &c, n::PCNTSETITEMS, abi::PFM_COUNTERS).unwrap();
+    assert_eq!(
+        d.ioctl(f, &c, n::PCNTSETUADDR, &[0; 16])
+            .unwrap_err()
+            .errno(),
+        Errno::EINVAL
+    );
+    assert_eq!(e(n::PCNT5MUX, 0), Errno::EINVAL, "other family");
+    assert_eq!(e(n::PCNT6MUX, 0), Errno::EINVAL, "other family");
+    assert_eq!(
+        d.ioctl(f, &c, 0x5063, &[]).unwrap_err().errno(),
+        Errno::EINVAL,
+        "unknown"
+    );
+    assert_eq!(
+        u64::from_ne_bytes(
+            ioctl(&d, f, &c, n::PCNTGETRSIZE, 0)
+                .unwrap()
+                .out
+                .try_into()
+                .unwrap()
+        ),
+        0
+    );
+}
+
+#[test]
+fn unprivileged_callers_count_only_their_own_threads() {
+    let b = MockBackend::with_events(&[HostEvent::CpuClock]);
+    let d = device_with(&b, 2);
+    let c = user(20, vec![0, 1]);
+    let f = d.open(&c, PCNTOPENALL).unwrap();
+    counting_setup(&d, f, &c);
+    assert_eq!(
+        ioctl(&d, f, &c, n::PCNTLOGALL, 0).unwrap_err(),
+        Errno::EACCES
+    );
+    assert_eq!(
+        ioctl(&d, f, &c, n::PCNTRENABLE, 0).unwrap_err(),
+        Errno::EACCES,
+        "LOGALL is in force after open"
+    );
+    ioctl(&d, f, &c, n::PCNTLOGSELECT, 0).unwrap();
+    ioctl(&d, f, &c, n::PCNTRENABLE, 0).unwrap();
+    let opened = b.opened();
+    assert!(
+        opened
+            .iter()
+            .all(|g| g.target == Target::Thread(20) && g.modes == ModeFilter::USER)
+    );
+    b.advance(0, Target::AllTasks, HostEvent::CpuClock, 50 * 4096);
+    b.advance(1, Target::Thread(20), HostEvent::CpuClock, 4 * 4096);
+    assert_eq!(
+        getcnt(&d, f, &c)[0].pf_cntr0,
+        4,
+        "only the PME thread's events"
+    );
+    ioctl(&d, f, &c, n::PCNTCLEARPCBPME, 0).unwrap();
+    b.advance(1, Target::Thread(20), HostEvent::CpuClock, 4 * 4096);
+    assert_eq!(
+        getcnt(&d, f, &c)[0].pf_cntr0,
+        4,
+        "PME bit cleared: the thread no longer counts"
+    );
+}
+
+#[test]
+fn privileged_open_shares_contended_counters_unprivileged_gets_ebusy() {
+    let b = MockBackend::with_events(&[HostEvent::CpuClock]);
+    b.set_contended(true);
+    let d = device_with(&b, 2);
+    assert_eq!(
+        d.open(&user(30, vec![0, 1]), PCNTOPENALL)
+            .unwrap_err()
+            .errno(),
+        Errno::EBUSY
+    );
+    let c = root(31);
+    let f = d.open(&c, PCNTOPENALL).unwrap();
+    let info = PfmInfo::read_from_bytes(&ioctl(&d, f, &c, n::PCNTGETINFO, 0).unwrap().out).unwrap();
+    assert_ne!(info.pi_flags & abi::PFM_INFO_SHARED, 0);
+    counting_setup(&d, f, &c);
+    ioctl(&d, f, &c, n::PCNTRENABLE, 0).unwrap();
+    assert!(b.opened().iter().all(|g| g.shared));
+}
+
+#[test]
+fn info_reports_model_cpus_and_fidelity() {
+    let b = MockBackend::with_events(&[HostEvent::CpuClock]);
+    let d = device_with(&b, 2);
+    let c = root(10);
+    let f = d.open(&c, PCNTOPENEACH).unwrap();
+    counting_setup(&d, f, &c);
+    let info = PfmInfo::read_from_bytes(&ioctl(&d, f, &c, n::PCNTGETINFO, 0).unwrap().out).unwrap();
+    assert_eq!(info.pi_version, 1);
+    assert_eq!(
+        (
+            info.pi_family,
+            info.pi_impl,
+            info.pi_ncpus,
+            info.pi_ncounters
+        ),
+        (0, 0, 2, 2)
+    );
+    assert_eq!(info.pi_open_mode, abi::PFM_MODE_EACH);
+    assert_eq!(
+        info.pi_fidelity[0], 2,
+        "cycles from cpu-clock is approximate"
+    );
+    assert_eq!(info.pi_fidelity[1], abi::PFM_FIDELITY_NONE);
+    assert_eq!(info.pi_width[..2], [16, 12]);
+}

@@ -1,0 +1,314 @@
+//! The FUSE transport: a one-file filesystem whose `pfcntr` file is the
+//! device. FUSE ioctls on regular files are restricted, so pointer arguments
+//! are stored with `process_vm_writev` on the calling thread (contract §1).
+
+use super::caller::Caller;
+use super::memory::store_to_caller;
+use super::{Device, FileId};
+use fuser::{
+    BackgroundSession, Config, Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags,
+    Generation, INodeNo, IoctlFlags, KernelConfig, LockOwner, MountOption, OpenFlags, ReplyAttr,
+    ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyIoctl, ReplyOpen, ReplyWrite, Request,
+    SessionACL, WriteFlags,
+};
+use std::ffi::OsStr;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+pub const FILE_NAME: &str = "pfcntr";
+const ROOT: INodeNo = INodeNo(1);
+const DEVICE_INO: INodeNo = INodeNo(2);
+const TTL: Duration = Duration::from_secs(3600);
+
+#[derive(Debug, Clone)]
+pub struct FuseOptions {
+    pub mountpoint: PathBuf,
+    /// Permission bits of the `pfcntr` file.
+    pub mode: u16,
+    /// Reader threads: more than one so a slow request never stalls the others.
+    pub threads: usize,
+}
+
+struct PfmFs {
+    device: Arc<Device>,
+    mode: u16,
+    started: SystemTime,
+}
+
+impl PfmFs {
+    fn attr(&self, ino: INodeNo) -> FileAttr {
+        let (kind, perm, nlink) = if ino == ROOT {
+            (FileType::Directory, 0o755, 2)
+        } else {
+            (FileType::RegularFile, self.mode, 1)
+        };
+        FileAttr {
+            ino,
+            size: 0,
+            blocks: 0,
+            atime: self.started,
+            mtime: self.started,
+            ctime: self.started,
+            crtime: self.started,
+            kind,
+            perm,
+            nlink,
+            uid: 0,
+            gid: 0,
+            rdev: 0,
+            blksize: 4096,
+            flags: 0,
+        }
+    }
+}
+
+fn errno(e: &crate::ioctl::DeviceError) -> Errno {
+    Errno::from_i32(e.errno() as i32)
+}
+
+fn caller_of(req: &Request) -> Caller {
+    Caller::from_tid(req.pid() as i32)
+}
+
+impl Filesystem for PfmFs {
+    fn init(&mut self, _req: &Request, _config: &mut KernelConfig) -> io::Result<()> {
+        tracing::debug!("FUSE session initialised");
+        Ok(())
+    }
+
+    fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        if parent == ROOT && name == FILE_NAME {
+            reply.entry(&TTL, &self.attr(DEVICE_INO), Generation(0));
+        } else {
+            reply.error(Errno::ENOENT);
+        }
+    }
+
+    fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+        if ino == ROOT || ino == DEVICE_INO {
+            reply.attr(&TTL, &self.attr(ino));
+        } else {
+            reply.error(Errno::ENOENT);
+        }
+    }
+
+    fn readdir(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectory,
+    ) {
+        if ino != ROOT {
+            reply.error(Errno::ENOTDIR);
+            return;
+        }
+        let entries = [
+            (ROOT, FileType::Directory, "."),
+            (ROOT, FileType::Directory, ".."),
+            (DEVICE_INO, FileType::RegularFile, FILE_NAME),
+        ];
+        for (i, (ino, kind, name)) in entries.iter().enumerate().skip(offset as usize) {
+            if reply.add(*ino, i as u64 + 1, *kind, name) {
+                break;
+            }
+        }
+        reply.ok();
+    }
+
+    fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        if ino != DEVICE_INO {
+            reply.error(Errno::EISDIR);
+            return;
+        }
+        match self.device.open(&caller_of(req), flags.0) {
+            // Direct I/O and stream: every read reaches us, offsets are ours to
+            // interpret (contract §6), and the file is not seekable.
+            Ok(id) => reply.opened(
+                FileHandle(id),
+                FopenFlags::FOPEN_DIRECT_IO
+                    | FopenFlags::FOPEN_NONSEEKABLE
+                    | FopenFlags::FOPEN_STREAM,
+            ),
+            Err(e) => {
+                tracing::debug!(tid = req.pid(), "open refused: {e}");
+                reply.error(errno(&e))
+            }
+        }
+    }
+
+    fn read(
+        &self,
+        req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        size: u32,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyData,
+    ) {
+        match self
+            .device
+            .read(fh.0 as FileId, &caller_of(req), offset, size)
+        {
+            Ok(bytes) => reply.data(&bytes),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn write(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _offset: u64,
+        _data: &[u8],
+        _write_flags: WriteFlags,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyWrite,
+    ) {
+        // The device has no write method, like a character driver without one.
+        reply.error(Errno::EINVAL);
+    }
+
+    fn flush(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _lock_owner: LockOwner,
+        reply: ReplyEmpty,
+    ) {
+        reply.ok();
+    }
+
+    fn release(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        _flush: bool,
+        reply: ReplyEmpty,
+    ) {
+        self.device.release(fh.0 as FileId);
+        reply.ok();
+    }
+
+    fn ioctl(
+        &self,
+        req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _flags: IoctlFlags,
+        cmd: u32,
+        in_data: &[u8],
+        out_size: u32,
+        reply: ReplyIoctl,
+    ) {
+        let caller = caller_of(req);
+        let result = self
+            .device
+            .ioctl(fh.0 as FileId, &caller, cmd, in_data)
+            .and_then(|r| {
+                if let Some(store) = &r.store {
+                    store_to_caller(caller.tid(), store.addr, &store.bytes)?;
+                }
+                Ok(r)
+            });
+        match result {
+            Ok(r) => {
+                // The kernel copies exactly _IOC_SIZE(cmd) bytes back.
+                let mut out = r.out;
+                out.resize(out_size as usize, 0);
+                reply.ioctl(0, &out);
+            }
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+}
+
+/// A mounted device. Dropping it unmounts.
+pub struct FuseTransport {
+    session: Option<BackgroundSession>,
+    pub device_path: PathBuf,
+}
+
+impl FuseTransport {
+    /// Mounts the filesystem, replacing a stale mount a crashed pfmd left.
+    pub fn mount(device: Arc<Device>, options: &FuseOptions) -> io::Result<FuseTransport> {
+        prepare_mountpoint(&options.mountpoint)?;
+        let fs = PfmFs {
+            device,
+            mode: options.mode,
+            started: SystemTime::now(),
+        };
+        let mut config = Config::default();
+        config.mount_options = vec![
+            MountOption::FSName("pfm".into()),
+            MountOption::Subtype("pfmd".into()),
+            MountOption::DefaultPermissions,
+            MountOption::NoSuid,
+            MountOption::NoDev,
+            MountOption::NoExec,
+        ];
+        config.acl = SessionACL::All;
+        config.n_threads = Some(options.threads.max(2));
+        config.clone_fd = true;
+        let session = fuser::spawn_mount(fs, &options.mountpoint, &config)?;
+        let device_path = options.mountpoint.join(FILE_NAME);
+        tracing::info!(path = %device_path.display(), "FUSE transport mounted");
+        Ok(FuseTransport {
+            session: Some(session),
+            device_path,
+        })
+    }
+
+    pub fn unmount(mut self) -> io::Result<()> {
+        match self.session.take() {
+            Some(session) => session.umount_and_join(),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for FuseTransport {
+    fn drop(&mut self) {
+        if let Some(session) = self.session.take() {
+            let _ = session.umount_and_join();
+        }
+    }
+}
+
+/// Makes `path` a usable mountpoint: created if missing; a dead FUSE mount
+/// (ENOTCONN after a crash) lazily unmounted; a live pfm mount refused.
+fn prepare_mountpoint(path: &Path) -> io::Result<()> {
+    match std::fs::metadata(path) {
+        Err(e) if e.raw_os_error() == Some(libc::ENOTCONN) => {
+            tracing::warn!(path = %path.display(), "stale FUSE mount from a crashed daemon: detaching it");
+            nix::mount::umount2(path, nix::mount::MntFlags::MNT_DETACH).map_err(io::Error::from)?;
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            std::fs::create_dir_all(path)?;
+            return Ok(());
+        }
+        Err(e) => return Err(e),
+        Ok(_) => {}
+    }
+    if std::fs::metadata(path.join(FILE_NAME)).is_ok() {
+        return Err(io::Error::new(
+            io::ErrorKind::AddrInUse,
+            format!(
+                "{} is already served (is another pfmd running?)",
+                path.display()
+            ),
+        ));
+    }
+    Ok(())
+}
