@@ -6,8 +6,8 @@ use super::open_file::{OpenFile, OpenMode, Scope, Selected};
 use super::tally::{CpuTally, MAX_COUNTERS, Tally};
 use crate::backend::Backend;
 use crate::ev4;
-use crate::ioctl::abi::{self, PFM_COUNTERS, PFM_IPL, PFM_PROFILING, PfCntrs, PfmInfo};
-use crate::ioctl::{DeviceError, Ev4Request, Request, decode, numbers};
+use crate::ioctl::abi::{self, PFM_COUNTERS, PFM_IPL, PFM_PROFILING, PfmInfo};
+use crate::ioctl::{DeviceError, Request, decode, numbers};
 use crate::model::{CounterSetting, EventMap, Family, Implementation, Resolution, resolve};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -44,16 +44,16 @@ pub struct IoctlReply {
 }
 
 impl IoctlReply {
-    fn none() -> Self {
+    pub(super) fn none() -> Self {
         IoctlReply::default()
     }
-    fn out(bytes: &[u8]) -> Self {
+    pub(super) fn out(bytes: &[u8]) -> Self {
         IoctlReply {
             out: bytes.to_vec(),
             store: None,
         }
     }
-    fn store(addr: u64, bytes: Vec<u8>) -> Self {
+    pub(super) fn store(addr: u64, bytes: Vec<u8>) -> Self {
         IoctlReply {
             out: Vec::new(),
             store: Some(CallerStore { addr, bytes }),
@@ -379,27 +379,7 @@ impl Device {
                 ))
             }
             Request::GetInfo => Ok(IoctlReply::out(self.info(file).as_bytes())),
-            Request::Ev4(Ev4Request::SetMux(iccsr)) => {
-                let selection = ev4::decode(iccsr)?;
-                let counters = self.select(&selection.counters)?;
-                st.selection = counters.clone();
-                self.reconfigure(file, &mut st.tallies, |f| f.counters = counters)
-            }
-            Request::Ev4(Ev4Request::GetCnt { addr }) => {
-                if file.items & PFM_COUNTERS == 0 {
-                    return Err(DeviceError::invalid(
-                        "PCNTGETCNT needs PFM_COUNTERS selected",
-                    ));
-                }
-                let per_cpu = self.snapshot(file, &mut st.tallies)?;
-                let element = |t: &[Tally; MAX_COUNTERS], pr_cycle| PfCntrs {
-                    pf_cntr0: t[0].interrupts,
-                    pf_cntr1: t[1].interrupts,
-                    pr_cycle,
-                };
-                let out: Vec<PfCntrs> = self.arrange(file.mode, &per_cpu, element);
-                Ok(IoctlReply::store(addr, out.as_bytes().to_vec()))
-            }
+            Request::Ev4(r) => self.ev4_request(file, &mut st.tallies, &mut st.selection, r),
             Request::Ev5(_) | Request::Ev6(_) => Err(DeviceError::invalid(format!(
                 "the {} model's ioctls are not implemented yet",
                 self.config.implementation
@@ -418,7 +398,7 @@ impl Device {
 
     /// Resolves each enabled counter's event against the host. A disabled
     /// counter's event was validated by the model and is never resolved.
-    fn select(
+    pub(super) fn select(
         &self,
         settings: &[CounterSetting],
     ) -> Result<[Option<Selected>; MAX_COUNTERS], DeviceError> {
@@ -447,7 +427,7 @@ impl Device {
     }
 
     /// Applies a settings change: stop counting, change, start again if enabled.
-    fn reconfigure(
+    pub(super) fn reconfigure(
         &self,
         file: &mut OpenFile,
         tallies: &mut [CpuTally],
@@ -467,7 +447,7 @@ impl Device {
     }
 
     /// The counts of each of the open's CPUs as of now, with `pr_cycle`.
-    fn snapshot(
+    pub(super) fn snapshot(
         &self,
         file: &mut OpenFile,
         tallies: &mut [CpuTally],
@@ -488,7 +468,7 @@ impl Device {
 
     /// Lays per-CPU counts out as the mode wants: ONE and ALL one element
     /// (ALL summed, latest `pr_cycle`), EACH one per configured CPU.
-    fn arrange<T: Default>(
+    pub(super) fn arrange<T: Default>(
         &self,
         mode: OpenMode,
         per_cpu: &[(u32, [Tally; MAX_COUNTERS], u64)],

@@ -3,6 +3,7 @@
 
 pub mod caller;
 mod core;
+mod ev4_ioctl;
 pub mod fuse;
 pub mod memory;
 mod open_file;
