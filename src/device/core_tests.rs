@@ -4,7 +4,7 @@ use super::*;
 use crate::backend::mock::MockBackend;
 use crate::backend::{ModeFilter, Target};
 use crate::device::caller::Credentials;
-use crate::ioctl::abi::{Iccsr, PCNTOPENALL, PCNTOPENEACH, PCNTOPENONE};
+use crate::ioctl::abi::{Iccsr, PCNTOPENALL, PCNTOPENEACH, PCNTOPENONE, PfCntrs};
 use crate::ioctl::numbers as n;
 use crate::model::HostEvent;
 use nix::errno::Errno;
