@@ -1,1 +1,0 @@
-//! The perf_event_open backend (being written).
