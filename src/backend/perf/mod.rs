@@ -14,6 +14,20 @@
 //!   [`group`] for how it is read.
 //! - [`Backend::hardware_contended`] asks the kernel whether a pinned
 //!   `cycles` event can run on the given CPUs.
+//!
+//! Kernel behaviour the device core relies on (each pinned by a test):
+//!
+//! - `Target::Thread` groups are inherited by the threads and processes the
+//!   thread creates after the open; their counts fold into the group, also
+//!   after they exit. Group reads (`PERF_FORMAT_GROUP`) of inherited groups
+//!   work on Linux 6.18.
+//! - After the counted thread exits, its groups stay readable with their
+//!   final counts; enable/disable still succeed and change nothing.
+//! - The mode filter reaches the kernel as `exclude_user/kernel/hv`: a
+//!   user-only group counts no context switches (they happen in the kernel).
+//!   `cpu-clock` and `task-clock` count time and ignore the mode filter.
+//! - Counts are cumulative from the open: disable/enable pause and resume,
+//!   nothing here resets them.
 
 mod encoding;
 mod group;
@@ -74,6 +88,12 @@ impl PerfBackend {
                 opens.join(", ")
             }
         );
+        if opens.is_empty() {
+            tracing::warn!(
+                "perf probe: not even software events open: is perf_event_open \
+                 blocked (seccomp, perf_event_paranoid 3+)?"
+            );
+        }
         for (event, result) in &probed {
             if let Err(why) = result {
                 tracing::debug!("perf probe: {event}: {why}");

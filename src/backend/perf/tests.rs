@@ -427,3 +427,101 @@ fn backend_is_usable_as_a_trait_object() {
     let backend: Box<dyn Backend> = Box::new(PerfBackend::probe());
     assert!(backend.check(&HostEvent::CpuClock).is_ok());
 }
+
+/// Opens `specs(tid)` for a fresh thread, enables them, lets the thread run
+/// `action` and exit, and returns the groups (still open, enabled).
+fn groups_for_exited_thread(
+    backend: &PerfBackend,
+    specs: impl Fn(i32) -> Vec<GroupSpec>,
+    action: impl FnOnce() + Send + 'static,
+) -> Vec<Box<dyn CountingGroup>> {
+    let (tid_tx, tid_rx) = mpsc::channel();
+    let (go_tx, go_rx) = mpsc::channel::<()>();
+    let thread = std::thread::spawn(move || {
+        tid_tx.send(nix::unistd::gettid().as_raw()).unwrap();
+        go_rx.recv().unwrap();
+        action();
+    });
+    let tid = tid_rx.recv().unwrap();
+    let mut groups: Vec<_> = specs(tid)
+        .iter()
+        .map(|spec| backend.open_group(spec).unwrap())
+        .collect();
+    for group in &mut groups {
+        group.enable().unwrap();
+    }
+    go_tx.send(()).unwrap();
+    thread.join().unwrap();
+    groups
+}
+
+#[test]
+fn groups_of_an_exited_thread_keep_their_final_counts() {
+    let backend = PerfBackend::probe();
+    let mut groups = groups_for_exited_thread(
+        &backend,
+        |tid| {
+            online_cpus()
+                .into_iter()
+                .map(|cpu| spec(Target::Thread(tid), cpu, &[HostEvent::TaskClock]))
+                .collect()
+        },
+        || burn(30 * MS),
+    );
+    let first: Vec<_> = groups.iter_mut().map(|g| g.read().unwrap()).collect();
+    let total: u64 = first.iter().map(|r| r.values[0]).sum();
+    assert!(total >= 30 * MS, "task-clock {total} ns for a 30 ms burn");
+    std::thread::sleep(Duration::from_millis(5));
+    for (group, before) in groups.iter_mut().zip(&first) {
+        group.disable().unwrap();
+        group.enable().unwrap();
+        assert_eq!(
+            &group.read().unwrap(),
+            before,
+            "an exited thread's group moved"
+        );
+    }
+}
+
+#[test]
+fn mode_filter_reaches_the_kernel() {
+    // Context switches happen in the kernel: a user-only group sees none.
+    // (cpu-clock and task-clock count time and ignore the mode filter.)
+    let backend = PerfBackend::probe();
+    let mut groups = groups_for_exited_thread(
+        &backend,
+        |tid| {
+            let mut user = spec(Target::Thread(tid), 0, &[HostEvent::ContextSwitches]);
+            user.modes = ModeFilter::USER;
+            online_cpus()
+                .into_iter()
+                .flat_map(|cpu| {
+                    let all = GroupSpec {
+                        cpu,
+                        modes: ModeFilter::ALL,
+                        ..user.clone()
+                    };
+                    [
+                        all,
+                        GroupSpec {
+                            cpu,
+                            ..user.clone()
+                        },
+                    ]
+                })
+                .collect()
+        },
+        || {
+            for _ in 0..5 {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        },
+    );
+    let (mut all, mut user) = (0, 0);
+    for pair in groups.chunks_mut(2) {
+        all += pair[0].read().unwrap().values[0];
+        user += pair[1].read().unwrap().values[0];
+    }
+    assert!(all >= 5, "{all} context switches for 5 sleeps");
+    assert_eq!(user, 0, "user-only context switches");
+}
