@@ -35,7 +35,7 @@ pub fn run(args: &Args) -> Result<(), StartError> {
                     && let [term] = r.terms.as_slice()
                     && term.scale == crate::model::Scale::ONE
                 {
-                    let (kind, config, config1) = PerfBackend::encoding(&term.event);
+                    let (kind, config, config1) = crate::backend::perf::encoding(&term.event);
                     println!(
                         "{}",
                         EventMap::format_line(event.name, kind, config, config1)
