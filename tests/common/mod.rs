@@ -35,7 +35,10 @@ pub struct Daemon {
 
 impl Daemon {
     pub fn start(extra: &[&str]) -> Daemon {
-        let dir = tempfile::Builder::new().prefix("pfmd-test").tempdir().unwrap();
+        let dir = tempfile::Builder::new()
+            .prefix("pfmd-test")
+            .tempdir()
+            .unwrap();
         // Unprivileged clients must be able to reach the mount.
         std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
         let mountpoint = dir.path().join("mnt");
@@ -44,7 +47,9 @@ impl Daemon {
 
     /// Starts on an existing directory (restart tests).
     pub fn start_at(dir: tempfile::TempDir, mountpoint: PathBuf, extra: &[&str]) -> Daemon {
-        let stderr_path = dir.path().join(format!("pfmd-{}.log", Instant::now().elapsed().as_nanos()));
+        let stderr_path = dir
+            .path()
+            .join(format!("pfmd-{}.log", Instant::now().elapsed().as_nanos()));
         let log = std::fs::File::create(&stderr_path).unwrap();
         let mut args: Vec<String> = vec!["--mountpoint".into(), mountpoint.display().to_string()];
         if !extra.contains(&"--dev-link") {
@@ -164,17 +169,33 @@ pub fn c_program(name: &str) -> PathBuf {
     });
     let exe = dir.join(name);
     if !exe.exists() {
-        let source = Path::new(CRATE).join("examples/c").join(format!("{name}.c"));
-        let tmp = dir.join(format!("{name}.tmp{:?}", std::thread::current().id()).replace(['(', ')'], ""));
+        let source = Path::new(CRATE)
+            .join("examples/c")
+            .join(format!("{name}.c"));
+        let tmp = dir
+            .join(format!("{name}.tmp{:?}", std::thread::current().id()).replace(['(', ')'], ""));
         let out = Command::new("gcc")
-            .args(["-std=c99", "-O2", "-Wall", "-Wextra", "-Werror", "-D_GNU_SOURCE", "-I"])
+            .args([
+                "-std=c99",
+                "-O2",
+                "-Wall",
+                "-Wextra",
+                "-Werror",
+                "-D_GNU_SOURCE",
+                "-I",
+            ])
             .arg(Path::new(CRATE).join("include"))
             .arg("-o")
             .arg(&tmp)
             .arg(&source)
             .output()
             .expect("run gcc");
-        assert!(out.status.success(), "gcc {}:\n{}", source.display(), String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "gcc {}:\n{}",
+            source.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
         std::fs::rename(&tmp, &exe).unwrap();
     }
     exe
@@ -196,7 +217,9 @@ pub fn text(output: &Output) -> String {
 
 /// `key=value` pairs of the first stdout line that has `cpu=<which>`.
 pub fn counts_line(stdout: &str, which: &str) -> Option<std::collections::HashMap<String, u64>> {
-    let line = stdout.lines().find(|l| l.split_whitespace().any(|w| w == format!("cpu={which}")))?;
+    let line = stdout
+        .lines()
+        .find(|l| l.split_whitespace().any(|w| w == format!("cpu={which}")))?;
     Some(
         line.split_whitespace()
             .filter_map(|w| w.split_once('='))
@@ -206,7 +229,66 @@ pub fn counts_line(stdout: &str, which: &str) -> Option<std::collections::HashMa
 }
 
 pub fn value(stdout: &str, key: &str) -> Option<u64> {
-    stdout
-        .split_whitespace()
-        .find_map(|w| w.strip_prefix(&format!("{key}=")).and_then(|v| v.parse().ok()))
+    stdout.split_whitespace().find_map(|w| {
+        w.strip_prefix(&format!("{key}="))
+            .and_then(|v| v.parse().ok())
+    })
+}
+
+pub fn online_cpus() -> usize {
+    std::fs::read_to_string("/sys/devices/system/cpu/online")
+        .ok()
+        .and_then(|s| pfmd::device::caller::parse_cpu_list(&s))
+        .map_or(1, |v| v.len())
+}
+
+pub fn configured_cpus() -> usize {
+    // SAFETY: sysconf has no memory-safety preconditions.
+    unsafe { libc::sysconf(libc::_SC_NPROCESSORS_CONF) as usize }
+}
+
+/// One writable page followed by a PROT_NONE guard page.
+pub struct GuardedPage {
+    base: *mut u8,
+}
+
+impl GuardedPage {
+    pub fn new() -> Self {
+        // SAFETY: a fresh anonymous mapping of two pages; the second is made
+        // inaccessible so writes past the first fault.
+        unsafe {
+            let base = libc::mmap(
+                std::ptr::null_mut(),
+                8192,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            );
+            assert_ne!(base, libc::MAP_FAILED);
+            assert_eq!(
+                libc::mprotect(base.cast::<u8>().add(4096).cast(), 4096, libc::PROT_NONE),
+                0
+            );
+            GuardedPage { base: base.cast() }
+        }
+    }
+
+    /// The address where the guard page begins.
+    pub fn end(&self) -> usize {
+        self.base as usize + 4096
+    }
+
+    pub fn read<T: Copy>(&self, offset: usize) -> T {
+        assert!(offset + size_of::<T>() <= 4096);
+        // SAFETY: within the writable page, read unaligned.
+        unsafe { std::ptr::read_unaligned(self.base.add(offset).cast::<T>()) }
+    }
+}
+
+impl Drop for GuardedPage {
+    fn drop(&mut self) {
+        // SAFETY: unmapping exactly what new() mapped.
+        unsafe { libc::munmap(self.base.cast(), 8192) };
+    }
 }
