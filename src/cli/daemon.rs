@@ -4,13 +4,12 @@
 use super::{Args, StartError, TransportChoice, host};
 use crate::backend::perf::PerfBackend;
 use crate::device::Device;
+use crate::device::cuse::{CuseError, CuseOptions, CuseTransport};
 use crate::device::fuse::{FuseOptions, FuseTransport};
 use crate::model::Family;
 use nix::sys::signal::{SigSet, Signal};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-
-const CUSE_DEVICE: &str = "/dev/cuse";
 
 pub fn run(args: &Args) -> Result<(), StartError> {
     if args.model.family() != Family::Ev4 {
@@ -38,53 +37,108 @@ pub fn run(args: &Args) -> Result<(), StartError> {
     let backend = Arc::new(PerfBackend::probe());
     let device = Arc::new(Device::new(config, backend));
 
-    match args.transport {
-        TransportChoice::Cuse => {
-            return Err(StartError::Config(
-                "--transport cuse: the CUSE transport is not implemented yet; use --transport fuse"
-                    .into(),
-            ));
-        }
-        TransportChoice::Auto if Path::new(CUSE_DEVICE).exists() => {
-            tracing::warn!(
-                "/dev/cuse exists but the CUSE transport is not implemented yet: using FUSE"
-            );
-        }
-        TransportChoice::Auto => tracing::info!("no /dev/cuse on this kernel: using FUSE"),
-        TransportChoice::Fuse => {}
-    }
-    let transport = FuseTransport::mount(
-        device,
-        &FuseOptions {
-            mountpoint: args.mountpoint.clone(),
-            mode: args.mode,
-            threads: args.threads,
-        },
-    )
-    .map_err(StartError::io(format!(
-        "mounting {}",
-        args.mountpoint.display()
-    )))?;
-    let link = dev_link(args);
+    let transport = start_transport(args, device)?;
+    let device_path = transport.device_path().to_path_buf();
+    let link = dev_link(args).filter(|link| *link != device_path);
     if let Some(link) = &link {
-        make_link(link, &transport.device_path)?;
+        make_link(link, &device_path)?;
     }
     notify_ready();
-    tracing::info!(device = %link.as_deref().unwrap_or(&transport.device_path).display(), "pfmd ready");
+    tracing::info!(device = %link.as_deref().unwrap_or(&device_path).display(), "pfmd ready");
 
     let signal = stop
         .wait()
         .map_err(|e| StartError::Config(format!("waiting for signals: {e}")))?;
     tracing::info!(%signal, "stopping");
     if let Some(link) = &link {
-        remove_link(link, &transport.device_path);
+        remove_link(link, &device_path);
     }
-    transport.unmount().map_err(StartError::io(format!(
-        "unmounting {}",
-        args.mountpoint.display()
-    )))?;
+    transport.stop(args)?;
     tracing::info!("stopped");
     Ok(())
+}
+
+enum Transport {
+    Fuse(FuseTransport),
+    Cuse(CuseTransport),
+}
+
+impl Transport {
+    fn device_path(&self) -> &Path {
+        match self {
+            Transport::Fuse(t) => &t.device_path,
+            Transport::Cuse(t) => &t.device_path,
+        }
+    }
+
+    fn stop(self, args: &Args) -> Result<(), StartError> {
+        match self {
+            Transport::Fuse(t) => t.unmount().map_err(StartError::io(format!(
+                "unmounting {}",
+                args.mountpoint.display()
+            ))),
+            Transport::Cuse(t) => Ok(t.stop()?),
+        }
+    }
+}
+
+/// `--transport`: CUSE (a real character device) where `/dev/cuse` opens
+/// and `auto` or `cuse` asked for it, else the FUSE file.
+fn start_transport(args: &Args, device: Arc<Device>) -> Result<Transport, StartError> {
+    let fuse = |device| {
+        if args.group.is_some() {
+            tracing::warn!("--group applies to the CUSE device only; the FUSE file keeps group 0");
+        }
+        FuseTransport::mount(
+            device,
+            &FuseOptions {
+                mountpoint: args.mountpoint.clone(),
+                mode: args.mode,
+                threads: args.threads,
+            },
+        )
+        .map(Transport::Fuse)
+        .map_err(StartError::io(format!(
+            "mounting {}",
+            args.mountpoint.display()
+        )))
+    };
+    match args.transport {
+        TransportChoice::Fuse => fuse(device),
+        TransportChoice::Cuse => Ok(Transport::Cuse(start_cuse(args, device)?)),
+        TransportChoice::Auto => match start_cuse(args, Arc::clone(&device)) {
+            Ok(cuse) => {
+                tracing::info!("transport auto: /dev/cuse opened, using CUSE");
+                Ok(Transport::Cuse(cuse))
+            }
+            Err(StartError::Cuse(e @ CuseError::Unavailable { .. })) => {
+                tracing::info!("transport auto: {e}; using FUSE");
+                fuse(device)
+            }
+            Err(e) => Err(e),
+        },
+    }
+}
+
+fn start_cuse(args: &Args, device: Arc<Device>) -> Result<CuseTransport, StartError> {
+    let gid = match &args.group {
+        None => None,
+        Some(name) => Some(
+            nix::unistd::Group::from_name(name)
+                .map_err(|e| StartError::Config(format!("--group {name}: {e}")))?
+                .ok_or_else(|| StartError::Config(format!("--group {name}: no such group")))?
+                .gid
+                .as_raw(),
+        ),
+    };
+    let options = CuseOptions::new(&args.dev_name, args.mode, gid, args.threads);
+    // If the kernel ends the connection, stop the daemon the way SIGTERM does.
+    let on_lost = || {
+        if let Err(e) = nix::sys::signal::kill(nix::unistd::Pid::this(), Signal::SIGTERM) {
+            tracing::error!("cannot signal the daemon to stop: {e}");
+        }
+    };
+    Ok(CuseTransport::start(device, &options, on_lost)?)
 }
 
 fn dev_link(args: &Args) -> Option<PathBuf> {

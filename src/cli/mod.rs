@@ -28,12 +28,19 @@ pub struct Args {
     /// Where the FUSE transport mounts its one-file filesystem.
     #[arg(long, default_value = "/run/pfm")]
     pub mountpoint: PathBuf,
-    /// Symlink to the device file, or `none`.
+    /// Symlink to the device file, or `none`. Under CUSE the device itself
+    /// is `/dev/<dev-name>`; a different path here becomes a link to it.
     #[arg(long, default_value = "/dev/pfcntr")]
     pub dev_link: String,
+    /// CUSE: the character device's name, `/dev/<NAME>`.
+    #[arg(long, default_value = "pfcntr", value_name = "NAME")]
+    pub dev_name: String,
     /// Permission bits of the device, octal.
     #[arg(long, default_value = "0444", value_parser = parse_octal)]
     pub mode: u16,
+    /// CUSE: group owning `/dev/<dev-name>` (with e.g. --mode 0440).
+    #[arg(long, value_name = "NAME")]
+    pub group: Option<String>,
     /// Nominal CPU clock in MHz for cycle approximations and pr_cycle
     /// (default: /proc/cpuinfo).
     #[arg(long)]
@@ -45,7 +52,7 @@ pub struct Args {
     /// (default: /etc/pfm/events.map if it exists).
     #[arg(long)]
     pub event_map: Option<PathBuf>,
-    /// FUSE reader threads.
+    /// Reader threads (FUSE and CUSE).
     #[arg(long, default_value_t = 4)]
     pub threads: usize,
     /// Print the active model's events and what this host counts for each, then exit.
@@ -100,6 +107,8 @@ pub enum StartError {
     },
     #[error(transparent)]
     EventMap(#[from] crate::model::EventMapError),
+    #[error(transparent)]
+    Cuse(#[from] crate::device::cuse::CuseError),
 }
 
 impl StartError {

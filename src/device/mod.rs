@@ -1,8 +1,9 @@
 //! The device: open files, callers, caller memory, and the transports that
-//! carry requests to it (FUSE here; CUSE where the kernel has it).
+//! carry requests to it (CUSE where the kernel has it, else FUSE).
 
 pub mod caller;
 mod core;
+pub mod cuse;
 mod ev4_ioctl;
 pub mod fuse;
 pub mod memory;

@@ -1,0 +1,386 @@
+//! The FUSE/CUSE wire ABI (`linux/fuse.h`, protocol 7.x) as far as a CUSE
+//! server needs it: `#[repr(C)]` mirrors with zerocopy derives, opcodes and
+//! flag bits. Sizes are checked against the C header in the tests below.
+
+use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
+
+/// `FUSE_KERNEL_VERSION`: the only major the kernel speaks.
+pub const FUSE_KERNEL_VERSION: u32 = 7;
+/// The minor we implement: our structures are the 7.16+ layouts (64-bit
+/// `fuse_ioctl_iovec` in retry replies), unchanged since for what CUSE uses.
+/// We answer CUSE_INIT with `min(kernel's minor, this)`.
+pub const PFMD_MINOR_VERSION: u32 = 31;
+/// Below 7.16 a retry reply is `struct iovec` (same bytes on LP64, but we
+/// do not claim to speak that dialect).
+pub const MIN_KERNEL_MINOR: u32 = 16;
+
+// Opcodes (`enum fuse_opcode`).
+pub const FUSE_FORGET: u32 = 2;
+pub const FUSE_OPEN: u32 = 14;
+pub const FUSE_READ: u32 = 15;
+pub const FUSE_WRITE: u32 = 16;
+pub const FUSE_RELEASE: u32 = 18;
+pub const FUSE_FSYNC: u32 = 20;
+pub const FUSE_FLUSH: u32 = 25;
+pub const FUSE_INTERRUPT: u32 = 36;
+pub const FUSE_DESTROY: u32 = 38;
+pub const FUSE_IOCTL: u32 = 39;
+pub const FUSE_POLL: u32 = 40;
+pub const FUSE_NOTIFY_REPLY: u32 = 41;
+pub const FUSE_BATCH_FORGET: u32 = 42;
+pub const CUSE_INIT: u32 = 4096;
+
+/// `CUSE_UNRESTRICTED_IOCTL` (cuse_init_in/out flags).
+pub const CUSE_UNRESTRICTED_IOCTL: u32 = 1 << 0;
+
+// `fuse_ioctl_in.flags` / `fuse_ioctl_out.flags`.
+pub const FUSE_IOCTL_COMPAT: u32 = 1 << 0;
+pub const FUSE_IOCTL_UNRESTRICTED: u32 = 1 << 1;
+pub const FUSE_IOCTL_RETRY: u32 = 1 << 2;
+pub const FUSE_IOCTL_32BIT: u32 = 1 << 3;
+pub const FUSE_IOCTL_DIR: u32 = 1 << 4;
+pub const FUSE_IOCTL_COMPAT_X32: u32 = 1 << 5;
+/// Most iovecs (in + out) a retry reply may name.
+pub const FUSE_IOCTL_MAX_IOV: usize = 256;
+
+// `fuse_open_out.open_flags`.
+pub const FOPEN_DIRECT_IO: u32 = 1 << 0;
+pub const FOPEN_NONSEEKABLE: u32 = 1 << 2;
+pub const FOPEN_STREAM: u32 = 1 << 4;
+
+/// Bit set in `fuse_in_header.unique` of an INTERRUPT request.
+pub const FUSE_INT_REQ_BIT: u64 = 1 << 0;
+/// The kernel refuses reads with a smaller buffer.
+pub const FUSE_MIN_READ_BUFFER: usize = 8192;
+/// Room the kernel gives the CUSE_INIT device-info strings.
+pub const CUSE_INIT_INFO_MAX: usize = 4096;
+/// A CUSE connection never negotiates `max_pages`: the kernel's default
+/// (`FUSE_DEFAULT_MAX_PAGES_PER_REQ`, 32 pages) bounds each direction of an
+/// unrestricted ioctl, and a read piece.
+pub const CUSE_MAX_TRANSFER: usize = 32 * 4096;
+
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, FromBytes, IntoBytes, Immutable, KnownLayout,
+)]
+#[repr(C)]
+pub struct FuseInHeader {
+    pub len: u32,
+    pub opcode: u32,
+    pub unique: u64,
+    pub nodeid: u64,
+    pub uid: u32,
+    pub gid: u32,
+    pub pid: u32,
+    pub total_extlen: u16,
+    pub padding: u16,
+}
+
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, FromBytes, IntoBytes, Immutable, KnownLayout,
+)]
+#[repr(C)]
+pub struct FuseOutHeader {
+    pub len: u32,
+    pub error: i32,
+    pub unique: u64,
+}
+
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, FromBytes, IntoBytes, Immutable, KnownLayout,
+)]
+#[repr(C)]
+pub struct CuseInitIn {
+    pub major: u32,
+    pub minor: u32,
+    pub unused: u32,
+    pub flags: u32,
+}
+
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, FromBytes, IntoBytes, Immutable, KnownLayout,
+)]
+#[repr(C)]
+pub struct CuseInitOut {
+    pub major: u32,
+    pub minor: u32,
+    pub unused: u32,
+    pub flags: u32,
+    pub max_read: u32,
+    pub max_write: u32,
+    pub dev_major: u32,
+    pub dev_minor: u32,
+    pub spare: [u32; 10],
+}
+
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, FromBytes, IntoBytes, Immutable, KnownLayout,
+)]
+#[repr(C)]
+pub struct FuseOpenIn {
+    pub flags: u32,
+    pub open_flags: u32,
+}
+
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, FromBytes, IntoBytes, Immutable, KnownLayout,
+)]
+#[repr(C)]
+pub struct FuseOpenOut {
+    pub fh: u64,
+    pub open_flags: u32,
+    pub padding: u32,
+}
+
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, FromBytes, IntoBytes, Immutable, KnownLayout,
+)]
+#[repr(C)]
+pub struct FuseReleaseIn {
+    pub fh: u64,
+    pub flags: u32,
+    pub release_flags: u32,
+    pub lock_owner: u64,
+}
+
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, FromBytes, IntoBytes, Immutable, KnownLayout,
+)]
+#[repr(C)]
+pub struct FuseFlushIn {
+    pub fh: u64,
+    pub unused: u32,
+    pub padding: u32,
+    pub lock_owner: u64,
+}
+
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, FromBytes, IntoBytes, Immutable, KnownLayout,
+)]
+#[repr(C)]
+pub struct FuseReadIn {
+    pub fh: u64,
+    pub offset: u64,
+    pub size: u32,
+    pub read_flags: u32,
+    pub lock_owner: u64,
+    pub flags: u32,
+    pub padding: u32,
+}
+
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, FromBytes, IntoBytes, Immutable, KnownLayout,
+)]
+#[repr(C)]
+pub struct FuseWriteIn {
+    pub fh: u64,
+    pub offset: u64,
+    pub size: u32,
+    pub write_flags: u32,
+    pub lock_owner: u64,
+    pub flags: u32,
+    pub padding: u32,
+}
+
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, FromBytes, IntoBytes, Immutable, KnownLayout,
+)]
+#[repr(C)]
+pub struct FuseInterruptIn {
+    pub unique: u64,
+}
+
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, FromBytes, IntoBytes, Immutable, KnownLayout,
+)]
+#[repr(C)]
+pub struct FuseIoctlIn {
+    pub fh: u64,
+    pub flags: u32,
+    pub cmd: u32,
+    pub arg: u64,
+    pub in_size: u32,
+    pub out_size: u32,
+}
+
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, FromBytes, IntoBytes, Immutable, KnownLayout,
+)]
+#[repr(C)]
+pub struct FuseIoctlIovec {
+    pub base: u64,
+    pub len: u64,
+}
+
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, FromBytes, IntoBytes, Immutable, KnownLayout,
+)]
+#[repr(C)]
+pub struct FuseIoctlOut {
+    pub result: i32,
+    pub flags: u32,
+    pub in_iovs: u32,
+    pub out_iovs: u32,
+}
+
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, FromBytes, IntoBytes, Immutable, KnownLayout,
+)]
+#[repr(C)]
+pub struct FusePollIn {
+    pub fh: u64,
+    pub kh: u64,
+    pub flags: u32,
+    pub events: u32,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::mem::{offset_of, size_of};
+    use std::path::Path;
+    use std::process::Command;
+
+    /// Sizes and offsets as `linux/fuse.h` defines them (7.38 header; these
+    /// structures have not changed since 7.16 apart from renamed padding).
+    fn ours() -> Vec<(&'static str, usize)> {
+        vec![
+            ("sizeof(struct fuse_in_header)", size_of::<FuseInHeader>()),
+            ("sizeof(struct fuse_out_header)", size_of::<FuseOutHeader>()),
+            ("sizeof(struct cuse_init_in)", size_of::<CuseInitIn>()),
+            ("sizeof(struct cuse_init_out)", size_of::<CuseInitOut>()),
+            ("sizeof(struct fuse_open_in)", size_of::<FuseOpenIn>()),
+            ("sizeof(struct fuse_open_out)", size_of::<FuseOpenOut>()),
+            ("sizeof(struct fuse_release_in)", size_of::<FuseReleaseIn>()),
+            ("sizeof(struct fuse_flush_in)", size_of::<FuseFlushIn>()),
+            ("sizeof(struct fuse_read_in)", size_of::<FuseReadIn>()),
+            ("sizeof(struct fuse_write_in)", size_of::<FuseWriteIn>()),
+            (
+                "sizeof(struct fuse_interrupt_in)",
+                size_of::<FuseInterruptIn>(),
+            ),
+            ("sizeof(struct fuse_ioctl_in)", size_of::<FuseIoctlIn>()),
+            (
+                "sizeof(struct fuse_ioctl_iovec)",
+                size_of::<FuseIoctlIovec>(),
+            ),
+            ("sizeof(struct fuse_ioctl_out)", size_of::<FuseIoctlOut>()),
+            ("sizeof(struct fuse_poll_in)", size_of::<FusePollIn>()),
+            (
+                "offsetof(struct fuse_in_header, pid)",
+                offset_of!(FuseInHeader, pid),
+            ),
+            (
+                "offsetof(struct fuse_in_header, unique)",
+                offset_of!(FuseInHeader, unique),
+            ),
+            (
+                "offsetof(struct cuse_init_out, max_read)",
+                offset_of!(CuseInitOut, max_read),
+            ),
+            (
+                "offsetof(struct cuse_init_out, dev_minor)",
+                offset_of!(CuseInitOut, dev_minor),
+            ),
+            (
+                "offsetof(struct fuse_read_in, size)",
+                offset_of!(FuseReadIn, size),
+            ),
+            (
+                "offsetof(struct fuse_ioctl_in, arg)",
+                offset_of!(FuseIoctlIn, arg),
+            ),
+            (
+                "offsetof(struct fuse_ioctl_in, in_size)",
+                offset_of!(FuseIoctlIn, in_size),
+            ),
+            (
+                "offsetof(struct fuse_ioctl_out, out_iovs)",
+                offset_of!(FuseIoctlOut, out_iovs),
+            ),
+            ("FUSE_KERNEL_VERSION", FUSE_KERNEL_VERSION as usize),
+            ("FUSE_OPEN", FUSE_OPEN as usize),
+            ("FUSE_READ", FUSE_READ as usize),
+            ("FUSE_WRITE", FUSE_WRITE as usize),
+            ("FUSE_RELEASE", FUSE_RELEASE as usize),
+            ("FUSE_FLUSH", FUSE_FLUSH as usize),
+            ("FUSE_INTERRUPT", FUSE_INTERRUPT as usize),
+            ("FUSE_DESTROY", FUSE_DESTROY as usize),
+            ("FUSE_IOCTL", FUSE_IOCTL as usize),
+            ("FUSE_POLL", FUSE_POLL as usize),
+            ("FUSE_NOTIFY_REPLY", FUSE_NOTIFY_REPLY as usize),
+            ("FUSE_BATCH_FORGET", FUSE_BATCH_FORGET as usize),
+            ("CUSE_INIT", CUSE_INIT as usize),
+            ("CUSE_UNRESTRICTED_IOCTL", CUSE_UNRESTRICTED_IOCTL as usize),
+            ("FUSE_IOCTL_COMPAT", FUSE_IOCTL_COMPAT as usize),
+            ("FUSE_IOCTL_UNRESTRICTED", FUSE_IOCTL_UNRESTRICTED as usize),
+            ("FUSE_IOCTL_RETRY", FUSE_IOCTL_RETRY as usize),
+            ("FUSE_IOCTL_32BIT", FUSE_IOCTL_32BIT as usize),
+            ("FUSE_IOCTL_DIR", FUSE_IOCTL_DIR as usize),
+            ("FUSE_IOCTL_COMPAT_X32", FUSE_IOCTL_COMPAT_X32 as usize),
+            ("FUSE_IOCTL_MAX_IOV", FUSE_IOCTL_MAX_IOV),
+            ("FOPEN_DIRECT_IO", FOPEN_DIRECT_IO as usize),
+            ("FOPEN_NONSEEKABLE", FOPEN_NONSEEKABLE as usize),
+            ("FOPEN_STREAM", FOPEN_STREAM as usize),
+            ("FUSE_MIN_READ_BUFFER", FUSE_MIN_READ_BUFFER),
+            ("CUSE_INIT_INFO_MAX", CUSE_INIT_INFO_MAX),
+        ]
+    }
+
+    /// The values the 7.38 header has, for hosts without it.
+    #[test]
+    fn sizes_match_the_protocol() {
+        let want = [40, 16, 16, 72, 8, 16, 24, 24, 40, 40, 8, 32, 16, 16, 24];
+        let got: Vec<usize> = ours().iter().take(want.len()).map(|(_, v)| *v).collect();
+        assert_eq!(got, want);
+    }
+
+    /// Compiles a tiny C program against the host's `linux/fuse.h` and
+    /// compares every size, offset and constant. Skipped (with a message)
+    /// when gcc or the header (linux-libc-dev) is missing.
+    #[test]
+    fn layouts_match_linux_fuse_h() {
+        if !Path::new("/usr/include/linux/fuse.h").exists() {
+            eprintln!("SKIP: /usr/include/linux/fuse.h missing (apt-get install linux-libc-dev)");
+            return;
+        }
+        let dir = std::env::temp_dir().join(format!("pfmd-fuse-abi-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut program = String::from(
+            "#include <stdio.h>\n#include <stddef.h>\n#include <linux/fuse.h>\nint main(void) {\n",
+        );
+        for (expr, _) in ours() {
+            program.push_str(&format!("\tprintf(\"%lu\\n\", (unsigned long)({expr}));\n"));
+        }
+        program.push_str("\treturn 0;\n}\n");
+        let source = dir.join("abi.c");
+        let exe = dir.join("abi");
+        std::fs::write(&source, program).unwrap();
+        let built = match Command::new("gcc")
+            .arg("-o")
+            .arg(&exe)
+            .arg(&source)
+            .output()
+        {
+            Ok(out) => out,
+            Err(e) => {
+                eprintln!("SKIP: cannot run gcc: {e}");
+                return;
+            }
+        };
+        assert!(
+            built.status.success(),
+            "{}",
+            String::from_utf8_lossy(&built.stderr)
+        );
+        let out = Command::new(&exe).output().unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+        let values: Vec<usize> = String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .map(|l| l.parse().unwrap())
+            .collect();
+        for ((expr, ours), theirs) in ours().into_iter().zip(values) {
+            assert_eq!(ours, theirs, "{expr}: ours {ours}, linux/fuse.h {theirs}");
+        }
+    }
+}
