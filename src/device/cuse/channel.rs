@@ -1,14 +1,27 @@
 //! The `/dev/cuse` channel: one open file is one CUSE connection, and closing
 //! it is what removes the device. Requests are read one per `read(2)`,
-//! replies written one per `write(2)`. The only `unsafe` is `poll(2)`.
+//! replies written one per `write(2)`.
+//!
+//! Every reader thread blocks in `read(2)` on the one file: the kernel wakes
+//! exactly one reader per request (an exclusive wait), so nothing herds and
+//! no request waits behind another. (CUSE refuses FUSE_DEV_IOC_CLONE, so
+//! there is no per-thread clone as the FUSE transport has.) To stop, the
+//! readers are flagged and then kicked out of `read(2)` with [`WAKE_SIGNAL`],
+//! whose handler does nothing and is installed without SA_RESTART.
 
+use nix::sys::signal::{SaFlags, SigAction, SigHandler, SigSet, Signal, sigaction};
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Write};
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
-use std::os::unix::net::UnixStream;
+use std::os::unix::thread::JoinHandleExt;
 use std::path::Path;
-use std::sync::Mutex;
+use std::sync::Once;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+
+/// Interrupts a reader's `read(2)` so it sees the stop flag.
+pub const WAKE_SIGNAL: Signal = Signal::SIGUSR1;
 
 /// What a wait for the next request produced.
 #[derive(Debug, PartialEq, Eq)]
@@ -23,14 +36,38 @@ pub enum Received {
 
 pub struct Channel {
     file: File,
-    /// Readable once `stop()` has been called; never drained, so every
-    /// reader sees it.
-    stop_rx: UnixStream,
-    stop_tx: UnixStream,
-    /// Only one thread waits in poll/read at a time (leader/follower), so a
-    /// request wakes one thread, not all of them; handling and replying
-    /// happen outside it, concurrently.
-    reader: Mutex<()>,
+}
+
+extern "C" fn on_wake_signal(_: libc::c_int) {}
+
+/// Makes [`WAKE_SIGNAL`] interrupt blocking calls instead of killing us.
+pub fn install_wake_handler() -> io::Result<()> {
+    static INSTALL: Once = Once::new();
+    let mut result = Ok(());
+    INSTALL.call_once(|| {
+        let action = SigAction::new(
+            SigHandler::Handler(on_wake_signal),
+            SaFlags::empty(),
+            SigSet::empty(),
+        );
+        // SAFETY: the handler does nothing, so it is async-signal-safe; no
+        // other part of pfmd uses WAKE_SIGNAL.
+        if let Err(e) = unsafe { sigaction(WAKE_SIGNAL, &action) } {
+            result = Err(io::Error::from(e));
+        }
+    });
+    result
+}
+
+/// Interrupts `thread` if it is blocked in a system call.
+pub fn wake(thread: &JoinHandle<()>) {
+    // SAFETY: the pthread_t comes from a JoinHandle we hold, so the thread
+    // has not been joined or detached and the id is valid; WAKE_SIGNAL's
+    // handler is installed (install_wake_handler) before any reader starts.
+    let rc = unsafe { libc::pthread_kill(thread.as_pthread_t(), WAKE_SIGNAL as libc::c_int) };
+    if rc != 0 {
+        tracing::debug!("pthread_kill: {}", io::Error::from_raw_os_error(rc));
+    }
 }
 
 impl Channel {
@@ -40,45 +77,25 @@ impl Channel {
         let file = OpenOptions::new()
             .read(true)
             .write(true)
-            .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
+            .custom_flags(libc::O_CLOEXEC)
             .open(path)?;
-        let (stop_rx, stop_tx) = UnixStream::pair()?;
-        Ok(Channel {
-            file,
-            stop_rx,
-            stop_tx,
-            reader: Mutex::new(()),
-        })
+        Ok(Channel { file })
     }
 
-    /// Wakes every reader for good.
-    pub fn stop(&self) {
-        if let Err(e) = (&self.stop_tx).write_all(&[1]) {
-            tracing::warn!("cannot wake the CUSE readers: {e}");
-        }
-    }
-
-    /// Waits for the next request and reads it into `buf`.
-    pub fn receive(&self, buf: &mut [u8]) -> io::Result<Received> {
-        let _leader = self.reader.lock().unwrap_or_else(|p| p.into_inner());
+    /// Blocks for the next request and reads it into `buf`, unless `stop`
+    /// is set (checked before each read, and after each interruption).
+    pub fn receive(&self, buf: &mut [u8], stop: &AtomicBool) -> io::Result<Received> {
         loop {
-            let (channel, stop) = poll2(self.file.as_raw_fd(), self.stop_rx.as_raw_fd())?;
-            if stop {
+            if stop.load(Ordering::SeqCst) {
                 return Ok(Received::Stopped);
-            }
-            if channel.error {
-                return Ok(Received::Gone);
-            }
-            if !channel.readable {
-                continue;
             }
             match (&self.file).read(buf) {
                 Ok(0) => return Ok(Received::Gone),
                 Ok(n) => return Ok(Received::Request(n)),
                 Err(e) => match e.raw_os_error() {
-                    // Nothing queued after all, a signal, or a request that
-                    // was interrupted before we read it: wait again.
-                    Some(libc::EAGAIN | libc::EINTR | libc::ENOENT) => continue,
+                    // A signal (perhaps our wake-up), or a request that was
+                    // interrupted before we read it: look again.
+                    Some(libc::EINTR | libc::EAGAIN | libc::ENOENT) => continue,
                     Some(libc::ENODEV | libc::ECONNABORTED) => return Ok(Received::Gone),
                     _ => return Err(e),
                 },
@@ -103,52 +120,19 @@ impl Channel {
         }
     }
 
-    /// True if the kernel has ended the connection (without waiting).
+    /// True if the kernel has ended the connection (`POLLERR`), without waiting.
     pub fn is_gone(&self) -> io::Result<bool> {
-        let (channel, _) = poll_fds(self.file.as_raw_fd(), self.stop_rx.as_raw_fd(), 0)?;
-        Ok(channel.error)
-    }
-}
-
-#[derive(Debug, Clone, Copy)]
-struct Events {
-    readable: bool,
-    error: bool,
-}
-
-/// Blocks until the channel or the stop socket has something.
-fn poll2(channel: RawFd, stop: RawFd) -> io::Result<(Events, bool)> {
-    loop {
-        match poll_fds(channel, stop, -1) {
-            Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
-            other => return other,
+        let mut fds = [libc::pollfd {
+            fd: self.file.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        }];
+        // SAFETY: `fds` is a live, writable array of one pollfd and its
+        // length is passed with it; the descriptor is owned by `self`.
+        let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, 0) };
+        if n < 0 {
+            return Err(io::Error::last_os_error());
         }
+        Ok(fds[0].revents & (libc::POLLERR | libc::POLLHUP | libc::POLLNVAL) != 0)
     }
-}
-
-fn poll_fds(channel: RawFd, stop: RawFd, timeout_ms: i32) -> io::Result<(Events, bool)> {
-    let mut fds = [
-        libc::pollfd {
-            fd: channel,
-            events: libc::POLLIN,
-            revents: 0,
-        },
-        libc::pollfd {
-            fd: stop,
-            events: libc::POLLIN,
-            revents: 0,
-        },
-    ];
-    // SAFETY: `fds` is a live, writable array of two pollfd structures and
-    // its length is passed with it; both descriptors are owned by the
-    // Channel borrowed for the duration of the call.
-    let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout_ms) };
-    if n < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    let channel = Events {
-        readable: fds[0].revents & libc::POLLIN != 0,
-        error: fds[0].revents & (libc::POLLERR | libc::POLLHUP | libc::POLLNVAL) != 0,
-    };
-    Ok((channel, fds[1].revents != 0))
 }

@@ -17,8 +17,8 @@
 //! INTERRUPT → no reply (every handler answers at once, so the interrupted
 //! request is never held); anything else → `ENOSYS`.
 //!
-//! Closing the channel removes the device; `stop()` wakes the readers,
-//! joins them and closes it.
+//! Closing the channel removes the device; `stop()` flags the readers, wakes
+//! them out of `read(2)` with a signal, joins them and closes it.
 
 pub mod abi;
 pub mod channel;
@@ -35,12 +35,14 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The CUSE control device.
 pub const CUSE_CHANNEL: &str = "/dev/cuse";
 /// How long devtmpfs/udev get to create the node.
 const NODE_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long stopping waits for the readers.
+const STOP_TIMEOUT: Duration = Duration::from_secs(5);
 
 #[derive(Debug, Clone)]
 pub struct CuseOptions {
@@ -133,6 +135,8 @@ impl CuseTransport {
         on_lost: impl Fn() + Send + Sync + 'static,
     ) -> Result<CuseTransport, CuseError> {
         node::check_name(&options.dev_name)?;
+        channel::install_wake_handler()
+            .map_err(CuseError::io("installing the reader wake-up handler"))?;
         let device_path = options.dev_dir.join(&options.dev_name);
         let sys_class = Path::new(node::SYS_CLASS_CUSE);
         node::prepare(&device_path, sys_class, &options.dev_name)?;
@@ -197,7 +201,19 @@ impl CuseTransport {
             return false;
         };
         session.stopping.store(true, Ordering::SeqCst);
-        session.channel.stop();
+        // A reader may be between its flag check and read(2): kick until
+        // every one has seen the flag.
+        let deadline = Instant::now() + STOP_TIMEOUT;
+        while self.threads.iter().any(|t| !t.is_finished()) && Instant::now() < deadline {
+            for thread in self.threads.iter().filter(|t| !t.is_finished()) {
+                channel::wake(thread);
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        if self.threads.iter().any(|t| !t.is_finished()) {
+            tracing::warn!("a CUSE reader did not stop; closing the channel anyway");
+            self.threads.clear();
+        }
         for thread in self.threads.drain(..) {
             if thread.join().is_err() {
                 tracing::error!("a CUSE reader thread panicked");

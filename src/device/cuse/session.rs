@@ -32,7 +32,7 @@ pub const OPEN_FLAGS: u32 = FOPEN_DIRECT_IO | FOPEN_NONSEEKABLE | FOPEN_STREAM;
 pub fn handshake(channel: &Channel, dev_name: &str) -> Result<(), CuseError> {
     let mut buf = vec![0u8; REQUEST_BUFFER];
     let n = match channel
-        .receive(&mut buf)
+        .receive(&mut buf, &AtomicBool::new(false))
         .map_err(CuseError::io("reading CUSE_INIT"))?
     {
         Received::Request(n) => n,
@@ -94,7 +94,7 @@ impl Session {
     pub fn serve(&self, index: usize) {
         let mut buf = vec![0u8; REQUEST_BUFFER];
         loop {
-            match self.channel.receive(&mut buf) {
+            match self.channel.receive(&mut buf, &self.stopping) {
                 Ok(Received::Request(n)) => {
                     let (reply, end) = answer(&self.device, &buf[..n]);
                     if let Some(reply) = reply
@@ -128,10 +128,10 @@ impl Session {
         if self.stopping.load(Ordering::SeqCst) {
             return;
         }
-        // Only the first thread to notice reports it.
+        // Only the first thread to notice reports it; the others see the
+        // same closed connection.
         if !self.lost.swap(true, Ordering::SeqCst) {
             tracing::error!("CUSE connection lost: {why}");
-            self.channel.stop();
             (self.on_lost)();
         }
     }

@@ -1,0 +1,428 @@
+//! The CUSE transport end to end. These machines' kernel has no CUSE, so the
+//! test boots a stock Debian kernel with `cuse.ko` under qemu
+//! (`../shared/tools/cuse-vm/run-in-vm.sh`), runs `pfmd --transport cuse`
+//! there, and runs the same C programs as the FUSE tests against the real
+//! character device `/dev/pfcntr`. One VM boot covers every check; the guest
+//! prints each step's output between markers and this side asserts.
+//!
+//! Skipped, with a message, when the VM cannot run: the script is missing,
+//! or it exits 2 (setup error: no qemu and no way to install it, kernel
+//! download failure, ...). It installs `qemu-system-x86 busybox-static cpio
+//! kmod` itself when run as root.
+//!
+//! `bench_cuse_vs_fuse_in_a_vm` (ignored by default) runs `ioctl_bench` over
+//! CUSE and FUSE in the same VM:
+//! `cargo test --release --test cuse_vm -- --ignored --nocapture`.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+use std::time::Instant;
+
+const RUN_IN_VM: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../shared/tools/cuse-vm/run-in-vm.sh"
+);
+const CRATE: &str = env!("CARGO_MANIFEST_DIR");
+const PFMD: &str = env!("CARGO_BIN_EXE_pfmd");
+
+/// Shell helpers every guest script starts with.
+const GUEST_PRELUDE: &str = r#"
+export NO_COLOR=1
+# run NAME CMD...: CMD's output between markers, with its exit status.
+run() { n=$1; shift; echo "@@begin $n"; "$@" 2>&1; echo "@@end $n rc=$?"; }
+# wait_for TEST PATH: up to 10 s for `test TEST PATH`.
+wait_for() { i=0; while ! test "$1" "$2" && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done; test "$1" "$2"; }
+"#;
+
+/// The checks. `compat32` exists only if the host could build it.
+const SCENARIO: &str = r#"
+echo 'nobody:x:65534:65534:nobody:/:/bin/sh' >> /etc/passwd
+echo 'nogroup:x:65534:' >> /etc/group
+# Debian's kernel defaults to 3; the host the FUSE tests run on has 2, which
+# the conformance program's unprivileged rows assume (contract section 8).
+echo 2 > /proc/sys/kernel/perf_event_paranoid
+
+RUST_LOG=debug pfmd --transport auto --dev-link none --cpu-mhz 2000 2>/tmp/pfmd.log &
+PF=$!
+wait_for -c /dev/pfcntr
+run node ls -l /dev/pfcntr
+run errno_root errno_contract
+run errno_nobody su -s /bin/sh nobody -c errno_contract
+run ev4count_all ev4count -ms 100
+run ev4count_each ev4count -each -ms 100
+run ev4count_one ev4count -one -ms 100
+run ev4count_select ev4count -select -ms 100
+run ev4count_nobody su -s /bin/sh nobody -c 'ev4count -select -ms 100'
+if [ -x /work/compat32 ]; then run compat32 compat32; fi
+# A caller killed in the middle of its ioctls leaves the device free.
+ioctl_bench -n 100000000 -label killed >/dev/null 2>&1 &
+B=$!
+sleep 1
+kill -9 $B
+wait $B
+run after_kill ev4count -ms 10
+run second_daemon pfmd --transport cuse --dev-link none
+kill -TERM $PF
+wait $PF
+rc=$?; echo "@@begin stop"; echo "@@end stop rc=$rc"
+run gone ls -l /dev/pfcntr
+
+# Name, mode and group; then the kernel ends the connection under pfmd.
+RUST_LOG=debug pfmd --transport cuse --dev-link none --dev-name pfcntr2 --mode 0640 --group tty 2>/tmp/pfmd2.log &
+P2=$!
+wait_for -c /dev/pfcntr2
+run mode_group ls -ln /dev/pfcntr2
+echo 1 > /sys/class/cuse/pfcntr2/abort
+wait $P2
+rc=$?; echo "@@begin abort"; echo "@@end abort rc=$rc"
+run abort_gone ls -l /dev/pfcntr2
+run log cat /tmp/pfmd.log /tmp/pfmd2.log
+"#;
+
+/// A step's exit status and output.
+#[derive(Debug, Clone)]
+struct Step {
+    rc: i32,
+    out: String,
+}
+
+fn parse_steps(stdout: &str) -> HashMap<String, Step> {
+    let mut steps = HashMap::new();
+    let mut current: Option<(String, String)> = None;
+    for line in stdout.lines() {
+        if let Some(name) = line.strip_prefix("@@begin ") {
+            current = Some((name.trim().to_string(), String::new()));
+        } else if let Some(rest) = line.strip_prefix("@@end ") {
+            let rc = rest
+                .rsplit_once("rc=")
+                .and_then(|(_, rc)| rc.trim().parse().ok())
+                .unwrap_or(-1);
+            if let Some((name, out)) = current.take() {
+                steps.insert(name, Step { rc, out });
+            }
+        } else if let Some((_, out)) = current.as_mut() {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    steps
+}
+
+/// The static C programs the guest runs (the VM has only busybox), built
+/// once per test binary; None (after a SKIP message) if gcc cannot.
+fn programs() -> Option<&'static [PathBuf]> {
+    static BUILT: OnceLock<Option<Vec<PathBuf>>> = OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("cuse-vm");
+            std::fs::create_dir_all(&dir).unwrap();
+            let mut built = Vec::new();
+            for name in ["ev4count", "errno_contract", "ioctl_bench"] {
+                let exe = dir.join(name);
+                let out = Command::new("gcc")
+                    .args(["-static", "-std=c99", "-O2", "-Wall", "-Wextra", "-Werror"])
+                    .arg("-I")
+                    .arg(Path::new(CRATE).join("include"))
+                    .arg("-o")
+                    .arg(&exe)
+                    .arg(Path::new(CRATE).join("examples/c").join(format!("{name}.c")))
+                    .output();
+                match out {
+                    Ok(out) if out.status.success() => built.push(exe),
+                    Ok(out) => {
+                        eprintln!(
+                            "SKIP cuse_vm: gcc -static {name}.c failed (static libc: apt-get install libc6-dev):\n{}",
+                            String::from_utf8_lossy(&out.stderr)
+                        );
+                        return None;
+                    }
+                    Err(e) => {
+                        eprintln!("SKIP cuse_vm: cannot run gcc: {e}");
+                        return None;
+                    }
+                }
+            }
+            // A 32-bit caller, without libc (no multilib needed): open the
+            // device, one PCNTRENABLE, exit with the errno it got.
+            let source = dir.join("compat32.c");
+            std::fs::write(&source, COMPAT32_C).unwrap();
+            let exe = dir.join("compat32");
+            let out = Command::new("gcc")
+                .args([
+                    "-m32",
+                    "-static",
+                    "-nostdlib",
+                    "-ffreestanding",
+                    "-fno-pic",
+                    "-fno-stack-protector",
+                    "-O1",
+                    "-o",
+                ])
+                .arg(&exe)
+                .arg(&source)
+                .output();
+            if out.is_ok_and(|o| o.status.success()) {
+                built.push(exe);
+            } else {
+                eprintln!("note: gcc -m32 -nostdlib failed; the 32-bit caller check is skipped");
+            }
+            Some(built)
+        })
+        .as_deref()
+}
+
+const COMPAT32_C: &str = r#"
+static int sys3(int nr, int a, int b, int c)
+{
+	int ret;
+	__asm__ volatile ("int $0x80" : "=a"(ret) : "a"(nr), "b"(a), "c"(b), "d"(c) : "memory");
+	return ret;
+}
+void _start(void)
+{
+	int fd = sys3(5, (int)"/dev/pfcntr", 0, 0);		/* open */
+	int r = fd < 0 ? 100 : sys3(54, fd, 0x5001, 0);	/* ioctl PCNTRENABLE */
+	sys3(1, r < 0 ? -r : r, 0, 0);				/* exit */
+	for (;;)
+		;
+}
+"#;
+
+/// Boots the VM with pfmd and the programs and runs `script`; None (after a
+/// SKIP message) when the VM cannot run here.
+fn run_in_vm(script: &str, timeout_secs: u32) -> Option<(String, String)> {
+    if !Path::new(RUN_IN_VM).exists() {
+        eprintln!(
+            "SKIP cuse_vm: {RUN_IN_VM} not found (the shared tools live beside the checkout)"
+        );
+        return None;
+    }
+    let programs = programs()?;
+    let dir = tempfile::tempdir().unwrap();
+    let guest = dir.path().join("guest.sh");
+    std::fs::write(&guest, format!("{GUEST_PRELUDE}\n{script}")).unwrap();
+    let mut cmd = Command::new(RUN_IN_VM);
+    cmd.args(["--timeout", &timeout_secs.to_string()]);
+    for file in programs
+        .iter()
+        .map(PathBuf::as_path)
+        .chain([Path::new(PFMD), &guest])
+    {
+        cmd.arg("--include").arg(file);
+    }
+    cmd.args(["--", "sh", "/work/guest.sh"]);
+    let started = Instant::now();
+    let out = match cmd.output() {
+        Ok(out) => out,
+        Err(e) => {
+            eprintln!("SKIP cuse_vm: cannot run {RUN_IN_VM}: {e}");
+            return None;
+        }
+    };
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    eprintln!(
+        "cuse_vm: VM run took {:.1} s (exit {:?})",
+        started.elapsed().as_secs_f64(),
+        out.status.code()
+    );
+    match out.status.code() {
+        Some(2) => {
+            eprintln!(
+                "SKIP cuse_vm: run-in-vm.sh could not set up the VM (exit 2). It needs qemu-system-x86 \
+                 (apt-get install qemu-system-x86 busybox-static cpio kmod) and the kernel package.\n{stderr}"
+            );
+            None
+        }
+        Some(0) => Some((stdout, stderr)),
+        other => panic!(
+            "the VM run failed with {other:?} (124: timeout, 125: the guest died)\nstdout:\n{stdout}\nstderr:\n{stderr}"
+        ),
+    }
+}
+
+fn last_line(text: &str) -> &str {
+    text.lines().last().unwrap_or_default()
+}
+
+/// "N passed, 0 failed" with N > 0.
+fn zero_failed(step: &Step) -> bool {
+    let last = last_line(&step.out);
+    step.rc == 0 && last.ends_with(" passed, 0 failed") && !last.starts_with("0 passed")
+}
+
+fn first_count(step: &Step) -> Option<u64> {
+    step.out
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("pf_cntr0=").and_then(|v| v.parse().ok()))
+}
+
+#[test]
+fn cuse_transport_in_a_vm() {
+    let Some((stdout, _)) = run_in_vm(SCENARIO, 300) else {
+        return;
+    };
+    let steps = parse_steps(&stdout);
+    let log = steps.get("log").map(|s| s.out.clone()).unwrap_or_default();
+    let step = |name: &str| -> Step {
+        steps
+            .get(name)
+            .cloned()
+            .unwrap_or_else(|| panic!("no step {name} in the guest output:\n{stdout}"))
+    };
+    let ctx = |name: &str| {
+        format!(
+            "step {name}: {:?}\n--- pfmd log ---\n{log}",
+            steps.get(name)
+        )
+    };
+
+    // A real character device, world-readable, picked by --transport auto.
+    let node = step("node");
+    assert!(
+        node.rc == 0 && node.out.starts_with("cr--r--r--"),
+        "{}",
+        ctx("node")
+    );
+    assert!(log.contains("/dev/cuse opened, using CUSE"), "{log}");
+
+    // The conformance program, as root and as nobody.
+    for name in ["errno_root", "errno_nobody"] {
+        assert!(zero_failed(&step(name)), "{}", ctx(name));
+    }
+    // ev4count in every mode counts something.
+    for name in [
+        "ev4count_all",
+        "ev4count_each",
+        "ev4count_one",
+        "ev4count_select",
+        "ev4count_nobody",
+    ] {
+        let s = step(name);
+        assert!(s.rc == 0, "{}", ctx(name));
+        assert!(
+            first_count(&s).is_some(),
+            "no pf_cntr0 in {name}: {}",
+            ctx(name)
+        );
+    }
+    for name in ["ev4count_all", "ev4count_one", "ev4count_select"] {
+        assert!(first_count(&step(name)) > Some(0), "{}", ctx(name));
+    }
+    // 32-bit callers: ENOTTY (25).
+    if let Some(s) = steps.get("compat32") {
+        assert_eq!(s.rc, 25, "{}", ctx("compat32"));
+    }
+    // A SIGKILLed caller leaves the device free.
+    assert_eq!(step("after_kill").rc, 0, "{}", ctx("after_kill"));
+    // A second daemon for the same name fails clearly.
+    let second = step("second_daemon");
+    assert!(
+        second.rc == 1 && second.out.contains("already served by another CUSE server"),
+        "{}",
+        ctx("second_daemon")
+    );
+    // SIGTERM: exit 0, and the device is gone.
+    assert_eq!(step("stop").rc, 0, "{}", ctx("stop"));
+    assert_ne!(step("gone").rc, 0, "{}", ctx("gone"));
+    // --dev-name, --mode 0640, --group tty (gid 5 in the guest).
+    let mode = step("mode_group");
+    let fields: Vec<&str> = mode.out.split_whitespace().collect();
+    assert!(
+        mode.rc == 0 && fields.first() == Some(&"crw-r-----") && fields.get(3) == Some(&"5"),
+        "{}",
+        ctx("mode_group")
+    );
+    // The kernel aborting the connection stops pfmd with an error, device gone.
+    assert_eq!(step("abort").rc, 1, "{}", ctx("abort"));
+    assert!(log.contains("CUSE connection lost"), "{log}");
+    assert_ne!(step("abort_gone").rc, 0, "{}", ctx("abort_gone"));
+}
+
+/// `ioctl_bench` over CUSE and over FUSE, two daemons in the same VM,
+/// alternating rounds; prints the medians side by side.
+#[test]
+#[ignore = "slow: a benchmark (run with --ignored --nocapture, preferably --release)"]
+fn bench_cuse_vs_fuse_in_a_vm() {
+    let calls: u32 = std::env::var("PFMD_BENCH_CALLS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(2000);
+    let rounds: u32 = std::env::var("PFMD_BENCH_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(3);
+    let script = format!(
+        r#"
+pfmd --transport cuse --dev-link none --cpu-mhz 2000 2>/tmp/cuse.log &
+pfmd --transport fuse --mountpoint /run/pfm --dev-link none --cpu-mhz 2000 2>/tmp/fuse.log &
+wait_for -c /dev/pfcntr
+wait_for -e /run/pfm/pfcntr
+for r in $(seq {rounds}); do
+    ioctl_bench -n {calls} -label cuse
+    PFM_DEVICE=/run/pfm/pfcntr ioctl_bench -n {calls} -label fuse
+done
+"#
+    );
+    let Some((stdout, stderr)) = run_in_vm(&script, 1800) else {
+        return;
+    };
+    // (label, row) -> [(p50, p99, calls/s)] over rounds.
+    let mut rows: HashMap<(String, String), Vec<[f64; 3]>> = HashMap::new();
+    let mut order: Vec<String> = Vec::new();
+    for line in stdout.lines().filter(|l| l.starts_with("bench ")) {
+        let kv: HashMap<&str, &str> = line
+            .split_whitespace()
+            .filter_map(|w| w.split_once('='))
+            .collect();
+        let num = |k: &str| {
+            kv.get(k)
+                .and_then(|v| v.parse::<f64>().ok())
+                .unwrap_or(f64::NAN)
+        };
+        let row = kv["row"].to_string();
+        if !order.contains(&row) {
+            order.push(row.clone());
+        }
+        rows.entry((kv["label"].to_string(), row))
+            .or_default()
+            .push([num("p50_ns"), num("p99_ns"), num("calls_per_s")]);
+    }
+    assert!(!rows.is_empty(), "no bench lines:\n{stdout}\n{stderr}");
+    let median = |label: &str, row: &str, i: usize| -> f64 {
+        let mut v: Vec<f64> = rows
+            .get(&(label.to_string(), row.to_string()))
+            .map(|r| r.iter().map(|x| x[i]).collect())
+            .unwrap_or_default();
+        v.sort_by(f64::total_cmp);
+        v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
+    };
+    println!("ioctl_bench in the VM: {calls} calls x {rounds} rounds, medians over rounds");
+    println!(
+        "{:<12} {:>11} {:>11} {:>10} {:>11} {:>11} {:>10} {:>10}",
+        "row",
+        "CUSE p50us",
+        "FUSE p50us",
+        "p50 C/F",
+        "CUSE p99us",
+        "FUSE p99us",
+        "CUSE /s",
+        "FUSE /s"
+    );
+    for row in &order {
+        let (c50, f50) = (median("cuse", row, 0), median("fuse", row, 0));
+        println!(
+            "{:<12} {:>11.1} {:>11.1} {:>10.2} {:>11.1} {:>11.1} {:>10.0} {:>10.0}",
+            row,
+            c50 / 1e3,
+            f50 / 1e3,
+            c50 / f50,
+            median("cuse", row, 1) / 1e3,
+            median("fuse", row, 1) / 1e3,
+            median("cuse", row, 2),
+            median("fuse", row, 2),
+        );
+    }
+}
