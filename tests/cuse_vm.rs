@@ -32,8 +32,9 @@ const GUEST_PRELUDE: &str = r#"
 export NO_COLOR=1
 # run NAME CMD...: CMD's output between markers, with its exit status.
 run() { n=$1; shift; echo "@@begin $n"; "$@" 2>&1; echo "@@end $n rc=$?"; }
-# wait_for TEST PATH: up to 10 s for `test TEST PATH`.
-wait_for() { i=0; while ! test "$1" "$2" && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done; test "$1" "$2"; }
+# wait_ready LOG: up to 20 s for pfmd to log that it serves (node created,
+# mode and group applied).
+wait_ready() { i=0; while ! grep -q "pfmd ready" "$1" && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done; }
 "#;
 
 /// The checks. `compat32` exists only if the host could build it.
@@ -46,7 +47,7 @@ echo 2 > /proc/sys/kernel/perf_event_paranoid
 
 RUST_LOG=debug pfmd --transport auto --dev-link none --cpu-mhz 2000 2>/tmp/pfmd.log &
 PF=$!
-wait_for -c /dev/pfcntr
+wait_ready /tmp/pfmd.log
 run node ls -l /dev/pfcntr
 run errno_root errno_contract
 run errno_nobody su -s /bin/sh nobody -c errno_contract
@@ -64,15 +65,23 @@ kill -9 $B
 wait $B
 run after_kill ev4count -ms 10
 run second_daemon pfmd --transport cuse --dev-link none
+# SIGTERM while a client hammers the device: pfmd stops, the client gets an
+# error instead of hanging.
+ioctl_bench -n 100000000 -label busy >/tmp/busy.out 2>&1 &
+B=$!
+sleep 1
 kill -TERM $PF
 wait $PF
 rc=$?; echo "@@begin stop"; echo "@@end stop rc=$rc"
+timeout 10 sh -c "while kill -0 $B 2>/dev/null; do sleep 0.1; done"
+wait $B
+rc=$?; echo "@@begin busy_client"; cat /tmp/busy.out; echo "@@end busy_client rc=$rc"
 run gone ls -l /dev/pfcntr
 
 # Name, mode and group; then the kernel ends the connection under pfmd.
 RUST_LOG=debug pfmd --transport cuse --dev-link none --dev-name pfcntr2 --mode 0640 --group tty 2>/tmp/pfmd2.log &
 P2=$!
-wait_for -c /dev/pfcntr2
+wait_ready /tmp/pfmd2.log
 run mode_group ls -ln /dev/pfcntr2
 echo 1 > /sys/class/cuse/pfcntr2/abort
 wait $P2
@@ -324,8 +333,14 @@ fn cuse_transport_in_a_vm() {
         "{}",
         ctx("second_daemon")
     );
-    // SIGTERM: exit 0, and the device is gone.
+    // SIGTERM: exit 0, and the device is gone; a busy client got an error.
     assert_eq!(step("stop").rc, 0, "{}", ctx("stop"));
+    let busy = step("busy_client");
+    assert!(
+        busy.rc == 1 && busy.out.contains("ioctl_bench: "),
+        "{}",
+        ctx("busy_client")
+    );
     assert_ne!(step("gone").rc, 0, "{}", ctx("gone"));
     // --dev-name, --mode 0640, --group tty (gid 5 in the guest).
     let mode = step("mode_group");
@@ -358,8 +373,8 @@ fn bench_cuse_vs_fuse_in_a_vm() {
         r#"
 pfmd --transport cuse --dev-link none --cpu-mhz 2000 2>/tmp/cuse.log &
 pfmd --transport fuse --mountpoint /run/pfm --dev-link none --cpu-mhz 2000 2>/tmp/fuse.log &
-wait_for -c /dev/pfcntr
-wait_for -e /run/pfm/pfcntr
+wait_ready /tmp/cuse.log
+wait_ready /tmp/fuse.log
 for r in $(seq {rounds}); do
     ioctl_bench -n {calls} -label cuse
     PFM_DEVICE=/run/pfm/pfcntr ioctl_bench -n {calls} -label fuse

@@ -137,13 +137,15 @@ impl CuseTransport {
         node::check_name(&options.dev_name)?;
         channel::install_wake_handler()
             .map_err(CuseError::io("installing the reader wake-up handler"))?;
-        let device_path = options.dev_dir.join(&options.dev_name);
-        let sys_class = Path::new(node::SYS_CLASS_CUSE);
-        node::prepare(&device_path, sys_class, &options.dev_name)?;
+        // Open first: where CUSE is missing, nothing else is touched and
+        // `--transport auto` falls back to FUSE.
         let channel = Channel::open(&options.channel).map_err(|source| CuseError::Unavailable {
             path: options.channel.clone(),
             source,
         })?;
+        let device_path = options.dev_dir.join(&options.dev_name);
+        let sys_class = Path::new(node::SYS_CLASS_CUSE);
+        node::prepare(&device_path, sys_class, &options.dev_name)?;
         session::handshake(&channel, &options.dev_name)?;
         // The kernel processes the CUSE_INIT reply within our write: the
         // device exists now, or the connection was aborted.
