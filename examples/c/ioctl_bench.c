@@ -15,7 +15,7 @@
  *
  * One line per row:
  *
- *	bench label=NAME row=ROW calls=N p50_ns=N p99_ns=N calls_per_s=N
+ *	bench label=NAME row=ROW calls=N p50_ns=N p90_ns=N p99_ns=N mean_ns=N calls_per_s=N
  *
  * The device is $PFM_DEVICE if set, else /dev/pfcntr.  Run as root (the
  * counting rows use LOGALL).
@@ -86,9 +86,10 @@ row(const char *name, call_fn fn, void *arg)
 	}
 	total = now_ns() - start;
 	qsort(lat, calls, sizeof *lat, cmp);
-	printf("bench label=%s row=%s calls=%ld p50_ns=%lld p99_ns=%lld calls_per_s=%.0f\n",
-	    label, name, calls, lat[calls / 2], lat[calls * 99 / 100],
-	    calls * 1e9 / (double)total);
+	printf("bench label=%s row=%s calls=%ld p50_ns=%lld p90_ns=%lld p99_ns=%lld "
+	    "mean_ns=%lld calls_per_s=%.0f\n",
+	    label, name, calls, lat[calls / 2], lat[calls * 9 / 10],
+	    lat[calls * 99 / 100], total / calls, calls * 1e9 / (double)total);
 	fflush(stdout);
 	free(lat);
 }
