@@ -2,15 +2,17 @@
 //! errno out. Transports (FUSE, CUSE) only translate to and from it.
 
 use super::caller::{Caller, SecurityPolicy};
-use super::open_file::{OpenFile, OpenMode, Scope, Selected};
+use super::open_file::{CounterState, OpenFile, OpenMode, Registers, Scope, Selected};
 use super::tally::{CpuTally, MAX_COUNTERS, Tally};
 use crate::backend::Backend;
-use crate::ev4;
+use crate::ev6::profile_me;
+use crate::ev6::sampling::SamplingHardware;
 use crate::ioctl::abi::{self, PFM_COUNTERS, PFM_IPL, PFM_PROFILING, PfmInfo};
 use crate::ioctl::{DeviceError, Request, decode, numbers};
 use crate::model::{CounterSetting, EventMap, Family, Implementation, Resolution, resolve};
+use crate::{ev4, ev5, ev6};
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use zerocopy::IntoBytes;
 
 pub type FileId = u64;
@@ -69,13 +71,15 @@ struct State {
     tallies: Vec<CpuTally>,
     /// The last selection made: a new open starts with it, as the chip's mux
     /// register keeps its value across opens.
-    selection: [Option<Selected>; MAX_COUNTERS],
+    selection: CounterState,
 }
 
 pub struct Device {
     config: DeviceConfig,
     backend: Arc<dyn Backend>,
     state: Mutex<State>,
+    /// IBS/PEBS, probed on first need (EV67 profile-me statistics).
+    sampling: OnceLock<SamplingHardware>,
 }
 
 fn now_cycles(khz: u64) -> u64 {
@@ -101,13 +105,28 @@ impl Device {
             next_id: 1,
             holder: vec![None; slots],
             tallies: vec![CpuTally::default(); slots],
-            selection: Default::default(),
+            selection: CounterState {
+                registers: Registers::new(first_periods(config.implementation)),
+                counters: Default::default(),
+            },
         };
         Device {
             config,
             backend,
             state: Mutex::new(state),
+            sampling: OnceLock::new(),
         }
+    }
+
+    /// The host's instruction-sampling hardware (probed once).
+    pub fn sampling_hardware(&self) -> SamplingHardware {
+        *self.sampling.get_or_init(SamplingHardware::probe)
+    }
+
+    /// Fixes what [`Device::sampling_hardware`] reports (tests).
+    #[cfg(test)]
+    pub(super) fn assume_sampling_hardware(&self, hardware: SamplingHardware) {
+        let _ = self.sampling.set(hardware);
     }
 
     pub fn config(&self) -> &DeviceConfig {
@@ -267,13 +286,7 @@ impl Device {
                 Ok(IoctlReply::none())
             }
             Request::Enable => {
-                if file.scope == Scope::LogAll
-                    && !policy.may_count_system_wide(caller.credentials()?)
-                {
-                    return Err(DeviceError::AccessDenied(
-                        "system-wide counting (LOGALL) is not allowed for this caller; select PCNTLOGSELECT first".into(),
-                    ));
-                }
+                self.check_may_enable(file, caller)?;
                 if !file.enabled {
                     file.enabled = true;
                     if let Err(e) = file.start_counting(self.backend.as_ref()) {
@@ -358,6 +371,14 @@ impl Device {
                         "profile-me statistic {profile_me} needs --model ev67"
                     )));
                 }
+                if let Some(plan) = profile_me::plan(profile_me, &self.sampling_hardware())? {
+                    tracing::info!(
+                        file = id,
+                        statistic = plan.statistic.name,
+                        method = ?plan.method,
+                        "profile-me statistic selected"
+                    );
+                }
                 self.reconfigure(file, &mut st.tallies, |f| f.items = items)
             }
             Request::SetUaddr(_) | Request::SetKaddr(_) => {
@@ -380,10 +401,12 @@ impl Device {
             }
             Request::GetInfo => Ok(IoctlReply::out(self.info(file).as_bytes())),
             Request::Ev4(r) => self.ev4_request(file, &mut st.tallies, &mut st.selection, r),
-            Request::Ev5(_) | Request::Ev6(_) => Err(DeviceError::invalid(format!(
-                "the {} model's ioctls are not implemented yet",
-                self.config.implementation
-            ))),
+            Request::Ev5(r) => {
+                self.ev5_request(file, &mut st.tallies, &mut st.selection, caller, r)
+            }
+            Request::Ev6(r) => {
+                self.ev6_request(file, &mut st.tallies, &mut st.selection, caller, r)
+            }
         }
     }
 
@@ -396,34 +419,26 @@ impl Device {
         Ok(())
     }
 
-    /// Resolves each enabled counter's event against the host. A disabled
-    /// counter's event was validated by the model and is never resolved.
-    pub(super) fn select(
-        &self,
-        settings: &[CounterSetting],
-    ) -> Result<[Option<Selected>; MAX_COUNTERS], DeviceError> {
-        let mut out: [Option<Selected>; MAX_COUNTERS] = Default::default();
-        for (slot, setting) in out.iter_mut().zip(settings).filter(|(_, s)| s.enabled) {
-            match resolve(setting.event, self.backend.as_ref(), &self.config.event_map) {
-                Resolution::Resolved(resolved) => {
-                    *slot = Some(Selected {
-                        resolved,
-                        period: setting.period,
-                    })
-                }
-                Resolution::Unavailable { event, reason } => {
-                    tracing::warn!(
-                        event = event.name,
-                        "selected event cannot be counted on this host: {reason}"
-                    );
-                    return Err(DeviceError::NotSupported(format!(
-                        "{}: {reason}",
-                        event.name
-                    )));
-                }
+    /// Resolves a counter's event against the host; `EOPNOTSUPP` naming the
+    /// event when the host cannot count it. Only counters that count are
+    /// resolved: a disabled counter's event was validated by the model only.
+    fn resolve_setting(&self, setting: &CounterSetting) -> Result<Selected, DeviceError> {
+        match resolve(setting.event, self.backend.as_ref(), &self.config.event_map) {
+            Resolution::Resolved(resolved) => Ok(Selected {
+                resolved,
+                period: setting.period,
+            }),
+            Resolution::Unavailable { event, reason } => {
+                tracing::warn!(
+                    event = event.name,
+                    "selected event cannot be counted on this host: {reason}"
+                );
+                Err(DeviceError::NotSupported(format!(
+                    "{}: {reason}",
+                    event.name
+                )))
             }
         }
-        Ok(out)
     }
 
     /// Applies a settings change: stop counting, change, start again if enabled.
@@ -433,11 +448,22 @@ impl Device {
         tallies: &mut [CpuTally],
         change: impl FnOnce(&mut OpenFile),
     ) -> Result<IoctlReply, DeviceError> {
+        self.reconfigure_with(file, tallies, |f, _| change(f))
+    }
+
+    /// As [`Device::reconfigure`], with the tallies at hand: when `change`
+    /// runs, every event counted so far is folded into them.
+    pub(super) fn reconfigure_with(
+        &self,
+        file: &mut OpenFile,
+        tallies: &mut [CpuTally],
+        change: impl FnOnce(&mut OpenFile, &mut [CpuTally]),
+    ) -> Result<IoctlReply, DeviceError> {
         let was_counting = file.counting();
         if was_counting {
             file.stop_counting(tallies, self.config.cpu_khz)?;
         }
-        change(file);
+        change(file, tallies);
         if let Err(e) = file.start_counting(self.backend.as_ref()) {
             // The settings stay; counting resumes at the next PCNTRENABLE.
             file.enabled = false;
@@ -505,8 +531,8 @@ impl Device {
         let implementation = self.config.implementation;
         let widths: &[u32] = match implementation.family() {
             Family::Ev4 => &ev4::WIDTHS,
-            Family::Ev5 => &[16, 16, 14],
-            Family::Ev6 => &[20, 20],
+            Family::Ev5 => &ev5::WIDTHS,
+            Family::Ev6 => &ev6::WIDTHS,
         };
         let mut info = PfmInfo {
             pi_version: abi::PFM_INFO_VERSION,
@@ -537,6 +563,203 @@ impl Device {
             }
         }
         info
+    }
+}
+
+/// The periods a family's counters have before any selection.
+fn first_periods(implementation: Implementation) -> [u64; MAX_COUNTERS] {
+    match implementation.family() {
+        Family::Ev4 => [65536, 4096, 0],
+        Family::Ev5 => ev5::DEFAULT_PERIODS,
+        Family::Ev6 => [ev6::PERIOD, ev6::PERIOD, 0],
+    }
+}
+
+// Per-counter registers: shared by every family's mux, enable and counter
+// ioctls (ev4_ioctl.rs, ev5_ioctl.rs, ev6_ioctl.rs).
+impl Device {
+    /// `EACCES` where enabling would count system-wide for a caller not
+    /// allowed to (contract §8): PCNTRENABLE and every family's
+    /// ENABLE/RESTART/ENABWRITE.
+    pub(super) fn check_may_enable(
+        &self,
+        file: &OpenFile,
+        caller: &Caller,
+    ) -> Result<(), DeviceError> {
+        if file.scope == Scope::LogAll
+            && !self
+                .config
+                .policy
+                .may_count_system_wide(caller.credentials()?)
+        {
+            return Err(DeviceError::AccessDenied(
+                "system-wide counting (LOGALL) is not allowed for this caller; select PCNTLOGSELECT first".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Applies new registers to an open: resolves every counter they make
+    /// count (`EOPNOTSUPP` leaves everything as it was), remembers them for
+    /// the next open, then reconfigures; `change` runs with the tallies
+    /// folded, before counting restarts.
+    pub(super) fn apply_registers(
+        &self,
+        file: &mut OpenFile,
+        tallies: &mut [CpuTally],
+        saved: &mut CounterState,
+        registers: Registers,
+        change: impl FnOnce(&mut OpenFile, &mut [CpuTally]),
+    ) -> Result<IoctlReply, DeviceError> {
+        let mut counters: [Option<Selected>; MAX_COUNTERS] = Default::default();
+        for (slot, setting) in counters.iter_mut().zip(registers.effective()) {
+            if let Some(setting) = setting {
+                *slot = Some(self.resolve_setting(&setting)?);
+            }
+        }
+        *saved = CounterState {
+            registers: registers.clone(),
+            counters: counters.clone(),
+        };
+        self.reconfigure_with(file, tallies, |f, t| {
+            f.registers = registers;
+            f.counters = counters;
+            change(f, t);
+        })
+    }
+
+    /// The CPUs a `pmctrs` cpu field names for this open: `PMCTRS_ALL_CPUS`
+    /// is every CPU it holds; another CPU must be one it holds.
+    pub(super) fn pmctrs_cpus(file: &OpenFile, cpu: u64) -> Result<Vec<u32>, DeviceError> {
+        if cpu == abi::PMCTRS_ALL_CPUS {
+            return Ok(file.cpus.clone());
+        }
+        file.cpus
+            .iter()
+            .copied()
+            .find(|&c| u64::from(c) == cpu)
+            .map(|c| vec![c])
+            .ok_or_else(|| {
+                DeviceError::invalid(format!(
+                    "cpu {cpu} is not one this open holds ({:?})",
+                    file.cpus
+                ))
+            })
+    }
+
+    /// The one CPU a `*GETCNTRS` reads: the cpu field, or with
+    /// `PMCTRS_ALL_CPUS` the CPU of a PCNTOPENONE open.
+    pub(super) fn pmctrs_one_cpu(file: &OpenFile, cpu: u64) -> Result<u32, DeviceError> {
+        match Self::pmctrs_cpus(file, cpu)?.as_slice() {
+            [one] => Ok(*one),
+            _ => Err(DeviceError::invalid(
+                "GETCNTRS reads the counters of one CPU: name it in the cpu field",
+            )),
+        }
+    }
+
+    /// Sets the raw counter (events since the last interrupt) of the
+    /// `selected` counters on `cpus` to `values` modulo the period, so the
+    /// next interrupt comes after `period - value` events: `2^width - value`
+    /// at the full-width periods, as on the chip. Interrupt counts stay.
+    pub(super) fn preload(
+        file: &OpenFile,
+        tallies: &mut [CpuTally],
+        cpus: &[u32],
+        selected: &[bool],
+        values: &[u64],
+    ) {
+        for &cpu in cpus {
+            let Some(tally) = tallies.get_mut(cpu as usize) else {
+                continue;
+            };
+            for (i, (&sel, &value)) in selected.iter().zip(values).enumerate() {
+                if sel {
+                    let period = file.registers.periods[i].max(1);
+                    tally.counters[i].residual = value % period;
+                }
+            }
+        }
+    }
+
+    /// Per CPU of the open, as of one snapshot: `pr_cycle` and each counter's
+    /// `(interrupts << width) + raw` (`*READCNTRS`), or its interrupts
+    /// (`*GETCNT`). Each CPU's values come from one read of its groups, so
+    /// the interrupt and raw parts always belong together (seed 004).
+    pub(super) fn counter_values(
+        &self,
+        file: &mut OpenFile,
+        tallies: &mut [CpuTally],
+        widths: &[u32],
+        full: bool,
+    ) -> Result<Vec<(u32, [u64; MAX_COUNTERS], u64)>, DeviceError> {
+        let per_cpu = self.snapshot(file, tallies)?;
+        Ok(per_cpu
+            .into_iter()
+            .map(|(cpu, t, pr_cycle)| {
+                let mut values = [0u64; MAX_COUNTERS];
+                for (i, width) in widths.iter().enumerate() {
+                    values[i] = if full {
+                        t[i].interrupts
+                            .wrapping_shl(*width)
+                            .wrapping_add(t[i].residual)
+                    } else {
+                        t[i].interrupts
+                    };
+                }
+                (cpu, values, pr_cycle)
+            })
+            .collect())
+    }
+
+    /// Lays `counter_values` out as the open mode wants: one element per
+    /// configured CPU (EACH) or one element summed over the open's CPUs
+    /// with the latest `pr_cycle` (ONE, ALL).
+    pub(super) fn arrange_values<T: Default>(
+        &self,
+        mode: OpenMode,
+        per_cpu: &[(u32, [u64; MAX_COUNTERS], u64)],
+        element: impl Fn(&[u64; MAX_COUNTERS], u64) -> T,
+    ) -> Vec<T> {
+        match mode {
+            OpenMode::Each => {
+                let mut out: Vec<T> = (0..self.config.configured_cpus)
+                    .map(|_| T::default())
+                    .collect();
+                for (cpu, values, pr_cycle) in per_cpu {
+                    if let Some(slot) = out.get_mut(*cpu as usize) {
+                        *slot = element(values, *pr_cycle);
+                    }
+                }
+                out
+            }
+            OpenMode::One(_) | OpenMode::All => {
+                let mut sum = [0u64; MAX_COUNTERS];
+                let mut latest = 0;
+                for (_, values, pr_cycle) in per_cpu {
+                    for (s, v) in sum.iter_mut().zip(values) {
+                        *s = s.wrapping_add(*v);
+                    }
+                    latest = latest.max(*pr_cycle);
+                }
+                vec![element(&sum, latest)]
+            }
+        }
+    }
+
+    /// The raw counters of one CPU as of now.
+    pub(super) fn raw_counters(
+        &self,
+        file: &mut OpenFile,
+        tallies: &mut [CpuTally],
+        cpu: u32,
+    ) -> Result<[u64; MAX_COUNTERS], DeviceError> {
+        let per_cpu = self.snapshot(file, tallies)?;
+        let (_, t, _) = per_cpu
+            .iter()
+            .find(|(c, _, _)| *c == cpu)
+            .ok_or_else(|| DeviceError::invalid(format!("cpu {cpu} is not held")))?;
+        Ok(t.map(|t| t.residual))
     }
 }
 

@@ -1,11 +1,12 @@
 //! The EV4 ioctls on the device: `PCNTSETMUX` and `PCNTGETCNT`.
 
 use super::core::{Device, IoctlReply};
-use super::open_file::{OpenFile, Selected};
+use super::open_file::{CounterState, OpenFile};
 use super::tally::{CpuTally, MAX_COUNTERS, Tally};
 use crate::ev4;
 use crate::ioctl::abi::{PFM_COUNTERS, PfCntrs};
 use crate::ioctl::{DeviceError, Ev4Request};
+use crate::model::CounterSetting;
 use zerocopy::IntoBytes;
 
 impl Device {
@@ -13,15 +14,23 @@ impl Device {
         &self,
         file: &mut OpenFile,
         tallies: &mut [CpuTally],
-        last_selection: &mut [Option<Selected>; MAX_COUNTERS],
+        saved: &mut CounterState,
         request: Ev4Request,
     ) -> Result<IoctlReply, DeviceError> {
         match request {
             Ev4Request::SetMux(iccsr) => {
                 let selection = ev4::decode(iccsr)?;
-                let counters = self.select(&selection.counters)?;
-                *last_selection = counters.clone();
-                self.reconfigure(file, tallies, |f| f.counters = counters)
+                // iccsr_disable clears the counters' enables (Registers::on).
+                let mut registers = file.registers.clone();
+                for (i, setting) in selection.counters.iter().enumerate() {
+                    registers.settings[i] = Some(CounterSetting {
+                        enabled: true,
+                        ..*setting
+                    });
+                    registers.on[i] = setting.enabled;
+                    registers.periods[i] = setting.period;
+                }
+                self.apply_registers(file, tallies, saved, registers, |_, _| {})
             }
             Ev4Request::GetCnt { addr } => {
                 if file.items & PFM_COUNTERS == 0 {

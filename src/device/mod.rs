@@ -4,6 +4,8 @@
 pub mod caller;
 mod core;
 mod ev4_ioctl;
+mod ev5_ioctl;
+mod ev6_ioctl;
 pub mod fuse;
 pub mod memory;
 mod open_file;

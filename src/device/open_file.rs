@@ -5,7 +5,7 @@ use super::tally::{CpuTally, MAX_COUNTERS, Tally};
 use crate::backend::{Backend, BackendError, CountingGroup, GroupSpec, ModeFilter, Target};
 use crate::ioctl::DeviceError;
 use crate::ioctl::abi::PFM_COUNTERS;
-use crate::model::{HostEvent, ResolvedEvent, evaluate};
+use crate::model::{CounterSetting, HostEvent, ResolvedEvent, evaluate};
 use nix::errno::Errno;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -34,6 +34,59 @@ pub struct Selected {
     pub period: u64,
 }
 
+/// The counter registers as the model's ioctls leave them: what each counter
+/// selects, its period, and whether its enable is on. They outlive an open,
+/// as the chip's mux and enables do.
+///
+/// A counter counts while the open is enabled (`PCNTRENABLE`, or a family's
+/// `ENABLE`/`RESTART`/`ENABWRITE`), its setting is selected and intrinsically
+/// enabled, and its `on` bit is set. `on` is what `PCNT5DISABLE`/`PCNT6DISABLE`
+/// clear and `PCNT5ENABLE`/`RESTART`/`PCNT6ENABWRITE` set; on EV4 it is the
+/// complement of the `iccsr_disable` bits. Only counters that count are ever
+/// resolved against the host (contract §5).
+#[derive(Debug, Clone, Default)]
+pub struct Registers {
+    /// The model's validated selection per counter.
+    pub settings: [Option<CounterSetting>; MAX_COUNTERS],
+    /// Per-counter enables.
+    pub on: [bool; MAX_COUNTERS],
+    /// Events per interrupt, as the model's period ioctl (EV5 `PCNT5FREQ`)
+    /// or its mux (EV4) last set them; new selections take them.
+    pub periods: [u64; MAX_COUNTERS],
+    /// EV67 profile-me mode (`PF67_PROFILE_ME_MODE` through `PCNT6MUX`).
+    pub profile_me: bool,
+}
+
+impl Registers {
+    /// Every counter on, nothing selected, the family's first periods.
+    pub fn new(periods: [u64; MAX_COUNTERS]) -> Self {
+        Registers {
+            settings: Default::default(),
+            on: [true; MAX_COUNTERS],
+            periods,
+            profile_me: false,
+        }
+    }
+
+    /// The settings of the counters that count when the open is enabled.
+    pub fn effective(&self) -> [Option<CounterSetting>; MAX_COUNTERS] {
+        let mut out = self.settings;
+        for (slot, on) in out.iter_mut().zip(self.on) {
+            if !on || slot.is_some_and(|s| !s.enabled) {
+                *slot = None;
+            }
+        }
+        out
+    }
+}
+
+/// What a new open starts from: the last registers and their resolution.
+#[derive(Debug, Clone, Default)]
+pub struct CounterState {
+    pub registers: Registers,
+    pub counters: [Option<Selected>; MAX_COUNTERS],
+}
+
 struct LiveGroup {
     cpu: u32,
     events: Vec<HostEvent>,
@@ -60,6 +113,10 @@ pub struct OpenFile {
     /// of a busy device): counts are scaled.
     pub shared: bool,
     pub counters: [Option<Selected>; MAX_COUNTERS],
+    /// The model's counter registers; `counters` is their resolution.
+    pub registers: Registers,
+    /// Modes `PCNT5CTXTS` asked for; `None` counts every mode.
+    pub contexts: Option<ModeFilter>,
     groups: Vec<LiveGroup>,
 }
 
@@ -77,7 +134,7 @@ impl OpenFile {
         tgid: i32,
         mode: OpenMode,
         cpus: Vec<u32>,
-        counters: [Option<Selected>; MAX_COUNTERS],
+        state: CounterState,
         shared: bool,
     ) -> Self {
         OpenFile {
@@ -90,7 +147,9 @@ impl OpenFile {
             pme: BTreeSet::new(),
             kernel_allowed: true,
             shared,
-            counters,
+            counters: state.counters,
+            registers: state.registers,
+            contexts: None,
             groups: Vec::new(),
         }
     }
@@ -100,10 +159,25 @@ impl OpenFile {
     }
 
     pub fn modes(&self) -> ModeFilter {
-        if self.scope == Scope::LogSelect && !self.kernel_allowed {
-            ModeFilter::USER
+        Self::modes_for(self.scope, self.kernel_allowed, self.contexts)
+    }
+
+    /// The modes counted: those the contexts ask for (all by default), less
+    /// kernel and hypervisor mode for a LOGSELECT caller not allowed them.
+    pub fn modes_for(
+        scope: Scope,
+        kernel_allowed: bool,
+        contexts: Option<ModeFilter>,
+    ) -> ModeFilter {
+        let wanted = contexts.unwrap_or(ModeFilter::ALL);
+        if scope == Scope::LogSelect && !kernel_allowed {
+            ModeFilter {
+                user: wanted.user,
+                kernel: false,
+                hypervisor: false,
+            }
         } else {
-            ModeFilter::ALL
+            wanted
         }
     }
 
@@ -150,6 +224,7 @@ impl OpenFile {
     }
 
     /// Folds the pending events into `tallies` and closes the host groups.
+    /// After it, `tallies` hold everything counted so far.
     pub fn stop_counting(&mut self, tallies: &mut [CpuTally], khz: u64) -> Result<(), DeviceError> {
         let folded = self.pending_events(khz, true);
         self.groups.clear();
@@ -180,11 +255,16 @@ impl OpenFile {
         if events.is_empty() {
             return Ok(());
         }
+        let modes = self.modes();
+        if !(modes.user || modes.kernel || modes.hypervisor) {
+            return Err(DeviceError::AccessDenied(
+                "the contexts leave no mode this caller may count: kernel and PAL mode of your own threads need perf_event_paranoid <= 1".into(),
+            ));
+        }
         let targets: Vec<Target> = match self.scope {
             Scope::LogAll => vec![Target::AllTasks],
             Scope::LogSelect => self.pme.iter().map(|&tid| Target::Thread(tid)).collect(),
         };
-        let modes = self.modes();
         for target in targets {
             for &cpu in &self.cpus.clone() {
                 let spec = GroupSpec {
