@@ -51,6 +51,9 @@ pub struct Args {
     /// Print the active model's events and what this host counts for each, then exit.
     #[arg(long)]
     pub list_events: bool,
+    /// With --list-events: print the listing as JSON.
+    #[arg(long, requires = "list_events")]
+    pub json: bool,
     /// Print the current event mapping in the --event-map file format, then exit.
     #[arg(long)]
     pub print_event_map: bool,
