@@ -14,8 +14,9 @@
  * array, of which element 0 holds the counts.
  *
  * Where the host cannot count retired conditional branches, PCNT6MUX fails
- * with EOPNOTSUPP; the program then turns counter 1 off (PCNT6DISABLE),
- * selects again and counts cycles alone.  Output:
+ * with EOPNOTSUPP (or PCNT6RESTART does, had counter 1 been off when it was
+ * selected); the program then turns counter 1 off (PCNT6DISABLE), selects
+ * again and counts cycles alone.  Output:
  *
  *	cycles=N
  *	cond_branches=N|unavailable
@@ -145,8 +146,15 @@ main(int argc, char **argv)
 	sel.pmctrs_ev6_select = counters;
 	if (getrusage(RUSAGE_SELF, &r0) < 0)
 		die("getrusage");
-	if (ioctl(fd, PCNT6RESTART, &sel.pmctrs_ev6_long) < 0)
-		die("PCNT6RESTART");
+	if (ioctl(fd, PCNT6RESTART, &sel.pmctrs_ev6_long) < 0) {
+		if (errno != EOPNOTSUPP || counters == PF6_SEL_COUNTER_0)
+			die("PCNT6RESTART");
+		/* Counter 1 was off when selected and cannot count here. */
+		branches = 0;
+		sel.pmctrs_ev6_select = PF6_SEL_COUNTER_0;
+		if (ioctl(fd, PCNT6RESTART, &sel.pmctrs_ev6_long) < 0)
+			die("PCNT6RESTART");
+	}
 	burn(ms);
 	if (ioctl(fd, PCNTRDISABLE) < 0)
 		die("PCNTRDISABLE");

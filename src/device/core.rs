@@ -185,7 +185,7 @@ impl Device {
         for &cpu in &cpus {
             st.holder[cpu as usize] = Some(id);
         }
-        let file = OpenFile::new(creds.tgid, mode, cpus, st.selection.clone(), shared);
+        let file = OpenFile::new(creds.tgid, mode, cpus, st.selection.reopened(), shared);
         st.files.insert(id, file);
         tracing::info!(file = id, tid = caller.tid(), ?mode, "opened");
         Ok(id)

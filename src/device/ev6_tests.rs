@@ -376,3 +376,47 @@ fn readcntrs_never_goes_backwards_while_events_advance() {
     worker.join().unwrap();
     assert!(wrapped > 0);
 }
+
+/// A PCNT6DISABLE of one open must not change what the next open sees: the
+/// PAPI sequence behaves the same on every run.
+#[test]
+fn a_new_open_starts_with_every_counter_on() {
+    let b = MockBackend::with_events(&[CLK]);
+    let d = device(Implementation::Ev6, &b);
+    let c = caller(10, 0, vec![0, 1]);
+    for _ in 0..2 {
+        let f = d.open(&c, PCNTOPENALL).unwrap();
+        assert_eq!(
+            ioctl(
+                &d,
+                f,
+                &c,
+                n::PCNT6MUX,
+                PF6_MUX0_CYCLES | PF6_MUX1_RET_COND_BRANCHES
+            )
+            .unwrap_err(),
+            Errno::EOPNOTSUPP
+        );
+        ioctl(&d, f, &c, n::PCNT6DISABLE, 2).unwrap();
+        ioctl(
+            &d,
+            f,
+            &c,
+            n::PCNT6MUX,
+            PF6_MUX0_CYCLES | PF6_MUX1_RET_COND_BRANCHES,
+        )
+        .unwrap();
+        ioctl(&d, f, &c, n::PCNT6RESTART, 1).unwrap();
+        d.release(f);
+    }
+    let f = d.open(&c, PCNTOPENALL).unwrap();
+    let i = info(&d, f, &c);
+    assert_eq!(
+        i.pi_fidelity[..2],
+        [2, 0],
+        "counter 0's cycles carry over, counter 1 has none"
+    );
+    ioctl(&d, f, &c, n::PCNTRENABLE, 0).unwrap();
+    b.advance(0, Target::AllTasks, CLK, 5);
+    assert_eq!(counts(&d, f, &c, n::PCNT6READCNTRS)[0].pf_cntr0, 5);
+}

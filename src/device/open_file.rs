@@ -35,8 +35,9 @@ pub struct Selected {
 }
 
 /// The counter registers as the model's ioctls leave them: what each counter
-/// selects, its period, and whether its enable is on. They outlive an open,
-/// as the chip's mux and enables do.
+/// selects, its period, and whether its enable is on. The selection and
+/// periods outlive an open, as the chip's mux does; the enables start on in
+/// every open (see [`CounterState::reopened`]).
 ///
 /// A counter counts while the open is enabled (`PCNTRENABLE`, or a family's
 /// `ENABLE`/`RESTART`/`ENABWRITE`), its setting is selected and intrinsically
@@ -85,6 +86,26 @@ impl Registers {
 pub struct CounterState {
     pub registers: Registers,
     pub counters: [Option<Selected>; MAX_COUNTERS],
+}
+
+impl CounterState {
+    /// What a new open starts from. The selection of the counters that were
+    /// counting carries over, as the chip's mux keeps its value; every enable
+    /// is on again, so no open inherits another's PCNT?DISABLE; a counter that
+    /// was selected but off (never resolved) starts with nothing selected.
+    pub fn reopened(&self) -> CounterState {
+        let mut registers = self.registers.clone();
+        registers.on = [true; MAX_COUNTERS];
+        for (setting, counter) in registers.settings.iter_mut().zip(&self.counters) {
+            if counter.is_none() {
+                *setting = None;
+            }
+        }
+        CounterState {
+            registers,
+            counters: self.counters.clone(),
+        }
+    }
 }
 
 struct LiveGroup {
