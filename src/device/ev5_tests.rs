@@ -493,3 +493,43 @@ fn readcntrs_never_goes_backwards_while_events_advance() {
         assert!(wrapped > 0, "the raw counters wrapped during the reads");
     }
 }
+
+/// ev5count's sequence on a fresh device: counter 1 unavailable, the others
+/// started one by one.
+#[test]
+fn ev5count_sequence_on_a_fresh_device_counts_each_event_once() {
+    let b = MockBackend::with_events(&[CLK]);
+    for run in 0..2 {
+        let d = device(Implementation::Ev56, &b, 2);
+        for _ in 0..=run {
+            let c = root(10);
+            let f = d.open(&c, PCNTOPENALL).unwrap();
+            ioctl(&d, f, &c, n::PCNTSETITEMS, abi::PFM_COUNTERS).unwrap();
+            ioctl(&d, f, &c, n::PCNT5CTXTS, PF5_CTXT_USER | PF5_CTXT_THIS_PROC).unwrap();
+            ioctl(&d, f, &c, n::PCNT5FREQ, 0x200 | 0x80 | 0x20).unwrap();
+            ioctl(&d, f, &c, n::PCNT5DISABLE, ALL3).unwrap();
+            ioctl(&d, f, &c, n::PCNT5MUX, MUX).unwrap();
+            ioctl(&d, f, &c, n::PCNTCLEARCNT, 0).unwrap();
+            assert_eq!(
+                ioctl(&d, f, &c, n::PCNT5RESTART, ALL3).unwrap_err(),
+                Errno::EOPNOTSUPP
+            );
+            ioctl(&d, f, &c, n::PCNT5RESTART, 1).unwrap();
+            assert_eq!(
+                ioctl(&d, f, &c, n::PCNT5RESTART, 2).unwrap_err(),
+                Errno::EOPNOTSUPP
+            );
+            ioctl(&d, f, &c, n::PCNT5RESTART, 4).unwrap();
+            b.advance(0, Target::Thread(10), CLK, 1000);
+            b.advance(1, Target::Thread(10), CLK, 234);
+            ioctl(&d, f, &c, n::PCNTRDISABLE, 0).unwrap();
+            let r = counts(&d, f, &c, n::PCNT5READCNTRS)[0];
+            assert_eq!(
+                (r.pf_cntr0, r.pf_cntr1, r.pf_cntr2),
+                (1234, 0, 1234),
+                "run {run}"
+            );
+            d.release(f);
+        }
+    }
+}

@@ -2,7 +2,9 @@
 //! counting groups that feed the device's tallies while it is enabled.
 
 use super::tally::{CpuTally, MAX_COUNTERS, Tally};
-use crate::backend::{Backend, BackendError, CountingGroup, GroupSpec, ModeFilter, Target};
+use crate::backend::{
+    Backend, BackendError, CountingGroup, GroupReading, GroupSpec, ModeFilter, Target,
+};
 use crate::ioctl::DeviceError;
 use crate::ioctl::abi::PFM_COUNTERS;
 use crate::model::{CounterSetting, HostEvent, ResolvedEvent, evaluate};
@@ -211,7 +213,7 @@ impl OpenFile {
     ) -> Result<BTreeMap<u32, [u64; MAX_COUNTERS]>, DeviceError> {
         let mut per_cpu: BTreeMap<u32, [u64; MAX_COUNTERS]> = BTreeMap::new();
         for live in &mut self.groups {
-            let now = live.group.read().map_err(host_error)?.scaled();
+            let now = counts(&live.group.read().map_err(host_error)?, self.shared);
             let entry = per_cpu.entry(live.cpu).or_default();
             for (slot, selected) in entry.iter_mut().zip(&self.counters) {
                 let Some(selected) = selected else { continue };
@@ -295,7 +297,7 @@ impl OpenFile {
                     modes,
                     shared: self.shared,
                 };
-                match open_enabled(backend, &spec) {
+                match open_enabled(backend, &spec, self.shared) {
                     Ok(live) => self.groups.push(live),
                     Err(BackendError::Open {
                         errno: Errno::ESRCH,
@@ -319,9 +321,27 @@ impl OpenFile {
     }
 }
 
-fn open_enabled(backend: &dyn Backend, spec: &GroupSpec) -> Result<LiveGroup, BackendError> {
+/// The counts of a reading. Only a group that shares the hardware counters
+/// (multiplexed) is scaled by time enabled / time running. A pinned group
+/// always runs while it can count; its time running falls short of time
+/// enabled only because a thread's group on one CPU runs only while the
+/// thread is on that CPU, and scaling that would multiply a thread's
+/// counts by the number of CPUs it moved between.
+fn counts(reading: &GroupReading, shared: bool) -> Vec<u64> {
+    if shared {
+        reading.scaled()
+    } else {
+        reading.values.clone()
+    }
+}
+
+fn open_enabled(
+    backend: &dyn Backend,
+    spec: &GroupSpec,
+    shared: bool,
+) -> Result<LiveGroup, BackendError> {
     let mut group = backend.open_group(spec)?;
-    let baseline = group.read()?.scaled();
+    let baseline = counts(&group.read()?, shared);
     group.enable()?;
     Ok(LiveGroup {
         cpu: spec.cpu,
