@@ -267,6 +267,11 @@ impl Device {
                 Ok(IoctlReply::none())
             }
             Request::Enable => {
+                if file.enabled {
+                    return Ok(IoctlReply::none());
+                }
+                // Checked when counting would start: an open already counting
+                // was started by a caller allowed to.
                 if file.scope == Scope::LogAll
                     && !policy.may_count_system_wide(caller.credentials()?)
                 {
@@ -274,12 +279,10 @@ impl Device {
                         "system-wide counting (LOGALL) is not allowed for this caller; select PCNTLOGSELECT first".into(),
                     ));
                 }
-                if !file.enabled {
-                    file.enabled = true;
-                    if let Err(e) = file.start_counting(self.backend.as_ref()) {
-                        file.enabled = false;
-                        return Err(e);
-                    }
+                file.enabled = true;
+                if let Err(e) = file.start_counting(self.backend.as_ref()) {
+                    file.enabled = false;
+                    return Err(e);
                 }
                 Ok(IoctlReply::none())
             }

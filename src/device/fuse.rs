@@ -237,6 +237,7 @@ impl Filesystem for PfmFs {
 /// A mounted device. Dropping it unmounts.
 pub struct FuseTransport {
     session: Option<BackgroundSession>,
+    mountpoint: PathBuf,
     pub device_path: PathBuf,
 }
 
@@ -266,14 +267,25 @@ impl FuseTransport {
         tracing::info!(path = %device_path.display(), "FUSE transport mounted");
         Ok(FuseTransport {
             session: Some(session),
+            mountpoint: options.mountpoint.clone(),
             device_path,
         })
     }
 
+    /// Unmounts. With clients still holding the device a plain unmount is
+    /// EBUSY: then the mount is detached, and the connection ends when this
+    /// process exits (those clients get ENOTCONN from then on).
     pub fn unmount(mut self) -> io::Result<()> {
-        match self.session.take() {
-            Some(session) => session.umount_and_join(),
-            None => Ok(()),
+        let Some(session) = self.session.take() else {
+            return Ok(());
+        };
+        match session.umount_and_join() {
+            Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {
+                tracing::warn!("clients still hold the device: detaching the mount");
+                nix::mount::umount2(&self.mountpoint, nix::mount::MntFlags::MNT_DETACH)
+                    .map_err(io::Error::from)
+            }
+            other => other,
         }
     }
 }
