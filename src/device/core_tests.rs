@@ -24,6 +24,8 @@ fn device_with(backend: &MockBackend, paranoid: i32) -> Device {
                 paranoid_override: Some(paranoid),
             },
             event_map: EventMap::default(),
+            max_profile_bytes: 1 << 20,
+            kernel_text: Some((0xffff_8000_0000_0000, 0xffff_8000_0100_0000)),
         },
         Arc::new(backend.clone()),
     )

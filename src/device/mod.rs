@@ -5,6 +5,7 @@ pub mod caller;
 mod core;
 mod ev4_ioctl;
 pub mod fuse;
+mod histogram;
 pub mod memory;
 mod open_file;
 mod tally;
