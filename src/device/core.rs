@@ -477,8 +477,8 @@ impl Device {
         {
             let (text_start, text_end) = self.config.kernel_text.unwrap_or((0, 0));
             if end <= start
-                || start % 4 != 0
-                || end % 4 != 0
+                || !start.is_multiple_of(4)
+                || !end.is_multiple_of(4)
                 || start < text_start
                 || end > text_end
             {

@@ -47,11 +47,8 @@ impl Profile {
         if ip < self.start || ip >= self.end {
             return None;
         }
-        Some(if self.bucket_bytes == 0 {
-            0
-        } else {
-            ((ip - self.start) / self.bucket_bytes) as usize
-        })
+        // bucket_bytes 0 is one bucket for the whole range.
+        Some((ip - self.start).checked_div(self.bucket_bytes).unwrap_or(0) as usize)
     }
 }
 
