@@ -171,17 +171,21 @@ fn one_mode_needs_a_thread_bound_to_one_cpu() {
     let c0 = value(line, "pf_cntr0").unwrap();
     // LOGALL on CPU 1 for at least the 200 ms busy loop: ≥ 200ms x 2 GHz / 4096.
     assert!(c0 >= 200 * 2_000_000 / 4096 * 9 / 10, "{stdout}");
-    let out = run(Command::new("taskset")
-        .args(["-c", "0,1"])
-        .arg(common::c_program("ev4count"))
-        .args(["-one", "-ms", "10"])
-        .env("PFM_DEVICE", &daemon.device));
-    assert!(!out.status.success());
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("EINVAL"),
-        "{}",
-        text(&out)
-    );
+    // A thread allowed on two CPUs cannot open ONE.
+    let device = daemon.device.clone();
+    let refused = std::thread::spawn(move || {
+        let mut both = nix::sched::CpuSet::new();
+        both.set(0).unwrap();
+        both.set(1).unwrap();
+        nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &both).unwrap();
+        OpenOptions::new()
+            .read(true)
+            .custom_flags(abi::PCNTOPENONE)
+            .open(device)
+    })
+    .join()
+    .unwrap();
+    assert_eq!(refused.unwrap_err().raw_os_error(), Some(libc::EINVAL));
 }
 
 #[test]
@@ -234,10 +238,18 @@ fn client_sigkill_frees_the_device_and_the_daemon_lives_on() {
     let mut client = daemon
         .client("ev4count")
         .args(["-ms", "20000"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
     let deadline = Instant::now() + Duration::from_secs(10);
     while open_device(&daemon, abi::PCNTOPENALL).is_ok() {
+        if let Some(status) = client.try_wait().unwrap() {
+            panic!(
+                "client exited {status}: {}",
+                text(&client.wait_with_output().unwrap())
+            );
+        }
         assert!(
             Instant::now() < deadline,
             "the client never opened the device"
@@ -269,7 +281,7 @@ fn restart_after_daemon_sigkill_replaces_the_dead_mount() {
     let mut daemon = Daemon::start(&[]);
     daemon.signal(Signal::SIGKILL);
     daemon.wait();
-    let err = std::fs::metadata(&daemon.device).unwrap_err();
+    let err = open_device(&daemon, abi::PCNTOPENALL).unwrap_err();
     assert_eq!(
         err.raw_os_error(),
         Some(libc::ENOTCONN),

@@ -16,6 +16,8 @@ struct World {
     opened: Vec<GroupSpec>,
     contended: bool,
     samplers: Vec<MockSamplerSlot>,
+    /// (time_enabled, time_running) every read reports.
+    times: Option<(u64, u64)>,
 }
 
 #[derive(Clone)]
@@ -57,6 +59,12 @@ impl MockBackend {
             .totals
             .entry((cpu, target, event))
             .or_default() += count;
+    }
+
+    /// Makes every read report these times (multiplexing, or a per-thread
+    /// group whose thread ran on another CPU).
+    pub fn set_times(&self, time_enabled: u64, time_running: u64) {
+        self.world.lock().unwrap().times = Some((time_enabled, time_running));
     }
 
     pub fn set_contended(&self, contended: bool) {
@@ -153,10 +161,12 @@ impl CountingGroup for MockGroup {
             .disabled_at
             .clone()
             .unwrap_or_else(|| self.backend.totals(&self.spec));
+        let (time_enabled, time_running) =
+            self.backend.world.lock().unwrap().times.unwrap_or((1, 1));
         Ok(GroupReading {
             values: now.iter().zip(&self.hidden).map(|(n, h)| n - h).collect(),
-            time_enabled: 1,
-            time_running: 1,
+            time_enabled,
+            time_running,
         })
     }
 }

@@ -11,7 +11,8 @@ use crate::ioctl::abi::{self, PFM_COUNTERS, PFM_IPL, PFM_PROFILING, PfIpls, PfmI
 use crate::ioctl::{DeviceError, Request, decode, numbers};
 use crate::model::{CounterSetting, EventMap, Family, Implementation, Resolution, resolve};
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 use zerocopy::IntoBytes;
 
 pub type FileId = u64;
@@ -84,7 +85,14 @@ pub struct Device {
     config: DeviceConfig,
     backend: Arc<dyn Backend>,
     state: Mutex<State>,
+    /// Signalled on every release, for opens waiting out a close in flight.
+    released: Condvar,
 }
+
+/// How long an open waits for CPUs a just-closed file still holds: FUSE sends
+/// RELEASE after close(2) has returned, so without this a close-then-open
+/// sequence (ordinary for a kernel driver) would race into EBUSY.
+const RELEASE_GRACE: Duration = Duration::from_millis(50);
 
 fn now_cycles(khz: u64) -> u64 {
     // CLOCK_MONOTONIC cannot fail on Linux; 0 would only make pr_cycle stale.
@@ -115,6 +123,7 @@ impl Device {
             config,
             backend,
             state: Mutex::new(state),
+            released: Condvar::new(),
         }
     }
 
@@ -150,10 +159,19 @@ impl Device {
             OpenMode::Each | OpenMode::All => self.config.online_cpus.clone(),
         };
         let mut st = self.lock();
-        if let Some(cpu) = cpus.iter().find(|&&c| st.holder[c as usize].is_some()) {
-            return Err(DeviceError::Busy(format!(
-                "cpu {cpu} is held by another open"
-            )));
+        let deadline = Instant::now() + RELEASE_GRACE;
+        while let Some(&cpu) = cpus.iter().find(|&&c| st.holder[c as usize].is_some()) {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(DeviceError::Busy(format!(
+                    "cpu {cpu} is held by another open"
+                )));
+            }
+            st = self
+                .released
+                .wait_timeout(st, left)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
         }
         let shared = if self.backend.hardware_contended(&cpus) {
             if !creds.perf_privileged() {
@@ -207,6 +225,7 @@ impl Device {
             *slot = None;
         }
         tracing::info!(file = id, pid = file.tgid, "closed");
+        self.released.notify_all();
     }
 
     /// `read(2)`: the profile buckets from byte 0 on every call, whatever the

@@ -375,3 +375,36 @@ fn info_reports_model_cpus_and_fidelity() {
     assert_eq!(info.pi_fidelity[1], abi::PFM_FIDELITY_NONE);
     assert_eq!(info.pi_width[..2], [16, 12]);
 }
+
+#[test]
+fn only_cpu_wide_shared_groups_are_scaled() {
+    let b = MockBackend::with_events(&[HostEvent::CpuClock]);
+    // Enabled twice as long as running: multiplexed, or a thread that ran
+    // half its time on the other CPU.
+    b.set_times(2, 1);
+    let d = device_with(&b, 2);
+    let c = root(10);
+    let f = d.open(&c, PCNTOPENALL).unwrap();
+    counting_setup(&d, f, &c);
+    ioctl(&d, f, &c, n::PCNTLOGSELECT, 0).unwrap();
+    ioctl(&d, f, &c, n::PCNTRENABLE, 0).unwrap();
+    b.advance(0, Target::Thread(10), HostEvent::CpuClock, 3 * 4096);
+    b.advance(1, Target::Thread(10), HostEvent::CpuClock, 3 * 4096);
+    assert_eq!(
+        getcnt(&d, f, &c)[0].pf_cntr0,
+        6,
+        "a thread's per-CPU groups are never scaled"
+    );
+    d.release(f);
+
+    b.set_contended(true);
+    let f = d.open(&c, PCNTOPENALL).unwrap();
+    counting_setup(&d, f, &c);
+    ioctl(&d, f, &c, n::PCNTRENABLE, 0).unwrap();
+    b.advance(0, Target::AllTasks, HostEvent::CpuClock, 3 * 4096);
+    assert_eq!(
+        getcnt(&d, f, &c)[0].pf_cntr0,
+        6,
+        "shared CPU-wide groups scale by enabled/running"
+    );
+}

@@ -48,7 +48,11 @@ impl Profile {
             return None;
         }
         // bucket_bytes 0 is one bucket for the whole range.
-        Some((ip - self.start).checked_div(self.bucket_bytes).unwrap_or(0) as usize)
+        Some(
+            (ip - self.start)
+                .checked_div(self.bucket_bytes)
+                .unwrap_or(0) as usize,
+        )
     }
 }
 

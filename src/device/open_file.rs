@@ -41,6 +41,7 @@ pub struct Selected {
 
 struct LiveGroup {
     cpu: u32,
+    target: Target,
     events: Vec<HostEvent>,
     group: Box<dyn CountingGroup>,
     /// Scaled cumulative counts already folded into the tallies.
@@ -209,7 +210,7 @@ impl OpenFile {
     ) -> Result<BTreeMap<u32, [u64; MAX_COUNTERS]>, DeviceError> {
         let mut per_cpu: BTreeMap<u32, [u64; MAX_COUNTERS]> = BTreeMap::new();
         for live in &mut self.groups {
-            let now = live.group.read().map_err(host_error)?.scaled();
+            let now = live.counts(self.shared)?;
             let entry = per_cpu.entry(live.cpu).or_default();
             for (slot, selected) in entry.iter_mut().zip(&self.counters) {
                 let Some(selected) = selected else { continue };
@@ -377,12 +378,33 @@ impl OpenFile {
     }
 }
 
+impl LiveGroup {
+    /// Cumulative counts. Scaled by time enabled / running only for CPU-wide
+    /// groups sharing counters with another perf user: a per-thread group on
+    /// one CPU is "enabled but not running" whenever its thread runs on
+    /// another CPU, and scaling that would count the thread once per CPU.
+    fn counts(&mut self, shared: bool) -> Result<Vec<u64>, DeviceError> {
+        let reading = self.group.read().map_err(host_error)?;
+        Ok(if shared && self.target == Target::AllTasks {
+            reading.scaled()
+        } else {
+            reading.values
+        })
+    }
+}
+
 fn open_enabled(backend: &dyn Backend, spec: &GroupSpec) -> Result<LiveGroup, BackendError> {
     let mut group = backend.open_group(spec)?;
-    let baseline = group.read()?.scaled();
+    let reading = group.read()?;
+    let baseline = if spec.shared && spec.target == Target::AllTasks {
+        reading.scaled()
+    } else {
+        reading.values
+    };
     group.enable()?;
     Ok(LiveGroup {
         cpu: spec.cpu,
+        target: spec.target,
         events: spec.events.clone(),
         group,
         baseline,

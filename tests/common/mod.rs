@@ -175,15 +175,7 @@ pub fn c_program(name: &str) -> PathBuf {
         let tmp = dir
             .join(format!("{name}.tmp{:?}", std::thread::current().id()).replace(['(', ')'], ""));
         let out = Command::new("gcc")
-            .args([
-                "-std=c99",
-                "-O2",
-                "-Wall",
-                "-Wextra",
-                "-Werror",
-                "-D_GNU_SOURCE",
-                "-I",
-            ])
+            .args(["-std=c99", "-O2", "-Wall", "-Wextra", "-Werror", "-I"])
             .arg(Path::new(CRATE).join("include"))
             .arg("-o")
             .arg(&tmp)
