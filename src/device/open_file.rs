@@ -72,7 +72,8 @@ pub struct OpenFile {
     /// Instructions per profile bucket for PCNTSETUADDR/KADDR (last stride set).
     pub stride: u64,
     samplers: Vec<Box<dyn SamplingStream>>,
-    /// Per counter: Alpha events per sample while sampling (`period x weight`).
+    /// Per counter: Alpha events per sample (`period x weight`) of the last
+    /// sampling run.
     pub sample_period: [u64; MAX_COUNTERS],
     /// The snapshot one read(2) call is served from (contract §6).
     pub read_snapshot: Vec<u8>,
@@ -247,7 +248,6 @@ impl OpenFile {
     pub fn stop_counting(&mut self, tallies: &mut [CpuTally], khz: u64) -> Result<(), DeviceError> {
         self.drain_samples();
         self.samplers.clear();
-        self.sample_period = [0; MAX_COUNTERS];
         let folded = self.pending_events(khz, true);
         self.groups.clear();
         for (cpu, events) in folded? {
