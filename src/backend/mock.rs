@@ -71,14 +71,12 @@ impl MockBackend {
         self.world.lock().unwrap().contended = contended;
     }
 
-    /// Delivers `sample` to every enabled, still open sampler for its CPU
+    /// Delivers `sample` to every enabled (hence open) sampler for its CPU
     /// and `target`, as many times as `ticks`.
     pub fn emit(&self, target: Target, sample: Sample, ticks: u64) {
         let slots: Vec<MockSamplerSlot> = self.world.lock().unwrap().samplers.clone();
         for slot in slots {
-            let open = Arc::strong_count(&slot.enabled) > 1;
-            if open
-                && slot.enabled.load(std::sync::atomic::Ordering::SeqCst)
+            if slot.enabled.load(std::sync::atomic::Ordering::SeqCst)
                 && slot.spec.cpu == sample.cpu
                 && slot.spec.target == target
             {
@@ -222,9 +220,16 @@ impl Backend for MockBackend {
     }
 }
 
-/// Holding the `Arc` marks the sampler open; dropping it closes it.
 struct MockSampler {
     enabled: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Drop for MockSampler {
+    /// A closed sampler delivers nothing more.
+    fn drop(&mut self) {
+        self.enabled
+            .store(false, std::sync::atomic::Ordering::SeqCst);
+    }
 }
 
 impl SamplingStream for MockSampler {

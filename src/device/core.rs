@@ -719,3 +719,7 @@ impl Device {
 #[cfg(test)]
 #[path = "core_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "sampling_tests.rs"]
+mod sampling_tests;
