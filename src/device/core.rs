@@ -407,9 +407,17 @@ impl Device {
                 })
             }
             Request::GetRsize => {
-                let bytes = file.histograms.lock().profile.as_ref().map_or(0, |p| {
-                    p.buckets.iter().map(|b| b.len() as u64 * 4).sum::<u64>()
-                });
+                // 0 when profiling is off or no range is set (contract §6).
+                let profiling = file.items & PFM_PROFILING != 0;
+                let bytes = file
+                    .histograms
+                    .lock()
+                    .profile
+                    .as_ref()
+                    .filter(|_| profiling)
+                    .map_or(0, |p| {
+                        p.buckets.iter().map(|b| b.len() as u64 * 4).sum::<u64>()
+                    });
                 Ok(IoctlReply::out(bytes.as_bytes()))
             }
             Request::GetIplHis { addr } => {
