@@ -19,7 +19,7 @@ pub fn run(args: &Args) -> Result<(), StartError> {
             "# pfmd event map for --model {}: NAME type=N config=X config1=Y",
             args.model
         );
-        println!("# Lines for events this host resolves to a single raw-expressible host event.");
+        println!("# Events counted by one host event are bound lines; the rest are comments.");
     } else {
         println!(
             "pfmd events for --model {} ({})",
@@ -31,15 +31,24 @@ pub fn run(args: &Args) -> Result<(), StartError> {
         for event in events {
             let resolution = resolve(event, &backend, &map);
             if args.print_event_map {
-                if let Resolution::Resolved(r) = &resolution
-                    && let [term] = r.terms.as_slice()
-                    && term.scale == crate::model::Scale::ONE
-                {
-                    let (kind, config, config1) = crate::backend::perf::encoding(&term.event);
-                    println!(
-                        "{}",
-                        EventMap::format_line(event.name, kind, config, config1)
-                    );
+                match &resolution {
+                    Resolution::Resolved(r) => match r.terms.as_slice() {
+                        [term] if term.scale == crate::model::Scale::ONE => {
+                            let (kind, config, config1) =
+                                crate::backend::perf::encoding(&term.event);
+                            println!(
+                                "{}",
+                                EventMap::format_line(event.name, kind, config, config1)
+                            );
+                        }
+                        _ => println!(
+                            "# {}: {} {} (a formula, not one raw event)",
+                            event.name, r.fidelity, r.formula
+                        ),
+                    },
+                    Resolution::Unavailable { reason, .. } => {
+                        println!("# {}: unavailable: {reason}", event.name)
+                    }
                 }
                 continue;
             }

@@ -35,6 +35,11 @@ pub struct Daemon {
 
 impl Daemon {
     pub fn start(extra: &[&str]) -> Daemon {
+        Self::start_env(extra, &[])
+    }
+
+    /// Starts with extra environment variables.
+    pub fn start_env(extra: &[&str], envs: &[(&str, &std::ffi::OsStr)]) -> Daemon {
         let dir = tempfile::Builder::new()
             .prefix("pfmd-test")
             .tempdir()
@@ -42,11 +47,20 @@ impl Daemon {
         // Unprivileged clients must be able to reach the mount.
         std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
         let mountpoint = dir.path().join("mnt");
-        Self::start_at(dir, mountpoint, extra)
+        Self::launch(dir, mountpoint, extra, envs)
     }
 
     /// Starts on an existing directory (restart tests).
     pub fn start_at(dir: tempfile::TempDir, mountpoint: PathBuf, extra: &[&str]) -> Daemon {
+        Self::launch(dir, mountpoint, extra, &[])
+    }
+
+    fn launch(
+        dir: tempfile::TempDir,
+        mountpoint: PathBuf,
+        extra: &[&str],
+        envs: &[(&str, &std::ffi::OsStr)],
+    ) -> Daemon {
         let stderr_path = dir
             .path()
             .join(format!("pfmd-{}.log", Instant::now().elapsed().as_nanos()));
@@ -59,6 +73,7 @@ impl Daemon {
         let child = Command::new(env!("CARGO_BIN_EXE_pfmd"))
             .args(&args)
             .env("RUST_LOG", "debug")
+            .envs(envs.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log)
