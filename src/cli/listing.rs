@@ -38,21 +38,30 @@ pub fn run(args: &Args) -> Result<(), StartError> {
     Ok(())
 }
 
-/// Lines of the `--event-map` format for the events this host resolves to
-/// one raw-expressible host event.
+/// The current mapping in the `--event-map` format: a bound line for each
+/// event counted by one host event, a comment for the rest (formulas and
+/// unavailable events).
 fn print_event_map(model: Implementation, backend: &PerfBackend, map: &EventMap) {
     println!("# pfmd event map for --model {model}: NAME type=N config=X config1=Y");
-    println!("# Lines for events this host resolves to a single raw-expressible host event.");
+    println!("# Events counted by one host event are bound lines; the rest are comments.");
     for event in catalog(model).into_iter().flatten() {
-        if let Resolution::Resolved(r) = resolve(event, backend, map)
-            && let [term] = r.terms.as_slice()
-            && term.scale == Scale::ONE
-        {
-            let (kind, config, config1) = PerfBackend::encoding(&term.event);
-            println!(
-                "{}",
-                EventMap::format_line(event.name, kind, config, config1)
-            );
+        match resolve(event, backend, map) {
+            Resolution::Resolved(r) => match r.terms.as_slice() {
+                [term] if term.scale == Scale::ONE => {
+                    let (kind, config, config1) = crate::backend::perf::encoding(&term.event);
+                    println!(
+                        "{}",
+                        EventMap::format_line(event.name, kind, config, config1)
+                    );
+                }
+                _ => println!(
+                    "# {}: {} {} (a formula, not one raw event)",
+                    event.name, r.fidelity, r.formula
+                ),
+            },
+            Resolution::Unavailable { reason, .. } => {
+                println!("# {}: unavailable: {reason}", event.name)
+            }
         }
     }
 }

@@ -45,6 +45,9 @@ pub struct Args {
     /// (default: /etc/pfm/events.map if it exists).
     #[arg(long)]
     pub event_map: Option<PathBuf>,
+    /// Largest PC-profile histogram one open may allocate, in bytes (ENOMEM past it).
+    #[arg(long, default_value_t = 64 << 20)]
+    pub max_profile_bytes: u64,
     /// FUSE reader threads.
     #[arg(long, default_value_t = 4)]
     pub threads: usize,

@@ -2,20 +2,25 @@
 //! errno out. Transports (FUSE, CUSE) only translate to and from it.
 
 use super::caller::{Caller, SecurityPolicy};
+use super::histogram::{Profile, ProfileMode};
 use super::open_file::{CounterState, OpenFile, OpenMode, Registers, Scope, Selected};
 use super::tally::{CpuTally, MAX_COUNTERS, Tally};
 use crate::backend::Backend;
 use crate::ev6::profile_me;
 use crate::ev6::sampling::SamplingHardware;
-use crate::ioctl::abi::{self, PFM_COUNTERS, PFM_IPL, PFM_PROFILING, PfmInfo};
+use crate::ioctl::abi::{self, PFM_COUNTERS, PFM_IPL, PFM_PROFILING, PfIpls, PfmInfo};
 use crate::ioctl::{DeviceError, Request, decode, numbers};
 use crate::model::{CounterSetting, EventMap, Family, Implementation, Resolution, resolve};
 use crate::{ev4, ev5, ev6};
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
+use std::time::{Duration, Instant};
 use zerocopy::IntoBytes;
 
 pub type FileId = u64;
+
+/// PCNTCALLER ranges a kernel profile may have (contract §6).
+pub const MAX_CALLER_RANGES: usize = 4;
 
 /// Fixed facts the device is built with.
 #[derive(Debug, Clone)]
@@ -28,6 +33,10 @@ pub struct DeviceConfig {
     pub online_cpus: Vec<u32>,
     pub policy: SecurityPolicy,
     pub event_map: EventMap,
+    /// Largest profile histogram one open may allocate (`--max-profile-bytes`).
+    pub max_profile_bytes: u64,
+    /// Kernel text `[_stext, _etext)` from /proc/kallsyms, if readable.
+    pub kernel_text: Option<(u64, u64)>,
 }
 
 /// Bytes to store at an address the caller passed (pointer arguments).
@@ -80,7 +89,14 @@ pub struct Device {
     state: Mutex<State>,
     /// IBS/PEBS, probed on first need (EV67 profile-me statistics).
     sampling: OnceLock<SamplingHardware>,
+    /// Signalled on every release, for opens waiting out a close in flight.
+    released: Condvar,
 }
+
+/// How long an open waits for CPUs a just-closed file still holds: FUSE sends
+/// RELEASE after close(2) has returned, so without this a close-then-open
+/// sequence (ordinary for a kernel driver) would race into EBUSY.
+const RELEASE_GRACE: Duration = Duration::from_millis(50);
 
 fn now_cycles(khz: u64) -> u64 {
     // CLOCK_MONOTONIC cannot fail on Linux; 0 would only make pr_cycle stale.
@@ -115,6 +131,7 @@ impl Device {
             backend,
             state: Mutex::new(state),
             sampling: OnceLock::new(),
+            released: Condvar::new(),
         }
     }
 
@@ -161,10 +178,19 @@ impl Device {
             OpenMode::Each | OpenMode::All => self.config.online_cpus.clone(),
         };
         let mut st = self.lock();
-        if let Some(cpu) = cpus.iter().find(|&&c| st.holder[c as usize].is_some()) {
-            return Err(DeviceError::Busy(format!(
-                "cpu {cpu} is held by another open"
-            )));
+        let deadline = Instant::now() + RELEASE_GRACE;
+        while let Some(&cpu) = cpus.iter().find(|&&c| st.holder[c as usize].is_some()) {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(DeviceError::Busy(format!(
+                    "cpu {cpu} is held by another open"
+                )));
+            }
+            st = self
+                .released
+                .wait_timeout(st, left)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
         }
         let shared = if self.backend.hardware_contended(&cpus) {
             if !creds.perf_privileged() {
@@ -185,7 +211,14 @@ impl Device {
         for &cpu in &cpus {
             st.holder[cpu as usize] = Some(id);
         }
-        let file = OpenFile::new(creds.tgid, mode, cpus, st.selection.reopened(), shared);
+        let file = OpenFile::new(
+            creds.tgid,
+            mode,
+            cpus,
+            st.selection.reopened(),
+            shared,
+            self.config.configured_cpus,
+        );
         st.files.insert(id, file);
         tracing::info!(file = id, tid = caller.tid(), ?mode, "opened");
         Ok(id)
@@ -211,21 +244,35 @@ impl Device {
             *slot = None;
         }
         tracing::info!(file = id, pid = file.tgid, "closed");
+        self.released.notify_all();
     }
 
-    /// `read(2)`: the profile buckets (contract §6); nothing while profiling is off.
+    /// `read(2)`: the profile buckets from byte 0 on every call, whatever the
+    /// file offset (contract §6). A large read reaches us in pieces whose
+    /// offsets count up from 0 within the call; the piece at offset 0 takes
+    /// the snapshot every later piece of the same call is served from.
     pub fn read(
         &self,
         id: FileId,
         _caller: &Caller,
-        _offset: u64,
-        _size: u32,
+        offset: u64,
+        size: u32,
     ) -> Result<Vec<u8>, DeviceError> {
-        let st = self.lock();
-        st.files
-            .get(&id)
+        let mut st = self.lock();
+        let file = st
+            .files
+            .get_mut(&id)
             .ok_or_else(|| DeviceError::invalid("no such open file"))?;
-        Ok(Vec::new())
+        if offset == 0 {
+            file.drain_samples();
+            file.read_snapshot = file.histograms.lock().profile_bytes();
+        }
+        let snapshot = &file.read_snapshot;
+        let start = usize::try_from(offset)
+            .unwrap_or(usize::MAX)
+            .min(snapshot.len());
+        let end = start.saturating_add(size as usize).min(snapshot.len());
+        Ok(snapshot[start..end].to_vec())
     }
 
     /// One ioctl, decoded from its number and input bytes.
@@ -286,13 +333,16 @@ impl Device {
                 Ok(IoctlReply::none())
             }
             Request::Enable => {
+                if file.enabled {
+                    return Ok(IoctlReply::none());
+                }
+                // Checked when counting would start: an open already counting
+                // was started by a caller allowed to.
                 self.check_may_enable(file, caller)?;
-                if !file.enabled {
-                    file.enabled = true;
-                    if let Err(e) = file.start_counting(self.backend.as_ref()) {
-                        file.enabled = false;
-                        return Err(e);
-                    }
+                file.enabled = true;
+                if let Err(e) = file.start_counting(self.backend.as_ref(), self.config.cpu_khz) {
+                    file.enabled = false;
+                    return Err(e);
                 }
                 Ok(IoctlReply::none())
             }
@@ -347,17 +397,55 @@ impl Device {
                         st.tallies[cpu as usize].clear(now);
                     }
                 }
+                if file.items & PFM_IPL != 0 {
+                    file.drain_samples();
+                    file.histograms.lock().clear_ipl();
+                }
                 Ok(IoctlReply::none())
             }
-            Request::Caller => Err(DeviceError::invalid("PCNTCALLER needs kernel profiling on")),
-            Request::GetRsize => Ok(IoctlReply::out(0u64.as_bytes())),
-            Request::GetIplHis { .. } => {
+            Request::Caller => {
+                let profiling_kernel = file
+                    .histograms
+                    .lock()
+                    .profile
+                    .as_ref()
+                    .is_some_and(|p| p.mode == ProfileMode::Kernel);
+                if !profiling_kernel {
+                    return Err(DeviceError::invalid("PCNTCALLER needs kernel profiling on"));
+                }
+                self.reconfigure(file, &mut st.tallies, |f| {
+                    if let Some(p) = f.histograms.lock().profile.as_mut() {
+                        p.caller_mode = true;
+                    }
+                })
+            }
+            Request::GetRsize => {
+                // 0 when profiling is off or no range is set (contract §6).
+                let profiling = file.items & PFM_PROFILING != 0;
+                let bytes = file
+                    .histograms
+                    .lock()
+                    .profile
+                    .as_ref()
+                    .filter(|_| profiling)
+                    .map_or(0, |p| {
+                        p.buckets.iter().map(|b| b.len() as u64 * 4).sum::<u64>()
+                    });
+                Ok(IoctlReply::out(bytes.as_bytes()))
+            }
+            Request::GetIplHis { addr } => {
                 if file.items & PFM_IPL == 0 {
                     return Err(DeviceError::invalid("PCNTGETIPLHIS needs PFM_IPL selected"));
                 }
-                Err(DeviceError::NotSupported(
-                    "IPL histograms are not implemented yet".into(),
-                ))
+                file.drain_samples();
+                let out: Vec<PfIpls> = file
+                    .histograms
+                    .lock()
+                    .ipl
+                    .iter()
+                    .map(|&ipl| PfIpls { ipl })
+                    .collect();
+                Ok(IoctlReply::store(addr, out.as_bytes().to_vec()))
             }
             Request::SetItems(items) => {
                 if items & abi::PFM_ITEMS_MASK == 0 {
@@ -379,25 +467,24 @@ impl Device {
                         "profile-me statistic selected"
                     );
                 }
-                self.reconfigure(file, &mut st.tallies, |f| f.items = items)
+                self.reconfigure(file, &mut st.tallies, |f| {
+                    f.items = items;
+                    f.histograms.lock().ipl_on = items & PFM_IPL != 0;
+                })
             }
-            Request::SetUaddr(_) | Request::SetKaddr(_) => {
-                Self::need_profiling(file)?;
-                Err(DeviceError::NotSupported(
-                    "PC profiling is not implemented yet".into(),
-                ))
+            Request::SetUaddr(r) => {
+                let stride = file.stride;
+                self.set_range(file, caller, ProfileMode::User, r.start, r.end, stride)
             }
-            Request::SetUrange(r) | Request::SetKrange(r) => {
-                Self::need_profiling(file)?;
-                if r.stride != 0 && !r.stride.is_power_of_two() {
-                    return Err(DeviceError::invalid(format!(
-                        "stride {} is not 0 or a power of two",
-                        r.stride
-                    )));
-                }
-                Err(DeviceError::NotSupported(
-                    "PC profiling is not implemented yet".into(),
-                ))
+            Request::SetKaddr(r) => {
+                let stride = file.stride;
+                self.set_range(file, caller, ProfileMode::Kernel, r.start, r.end, stride)
+            }
+            Request::SetUrange(r) => {
+                self.set_range(file, caller, ProfileMode::User, r.start, r.end, r.stride)
+            }
+            Request::SetKrange(r) => {
+                self.set_range(file, caller, ProfileMode::Kernel, r.start, r.end, r.stride)
             }
             Request::GetInfo => Ok(IoctlReply::out(self.info(file).as_bytes())),
             Request::Ev4(r) => self.ev4_request(file, &mut st.tallies, &mut st.selection, r),
@@ -408,6 +495,95 @@ impl Device {
                 self.ev6_request(file, &mut st.tallies, &mut st.selection, caller, r)
             }
         }
+    }
+
+    /// PCNTSET[UK]ADDR/RANGE: a new profiled range (turning that mode on), or
+    /// in CALLER mode a kernel caller range (contract §6).
+    fn set_range(
+        &self,
+        file: &mut OpenFile,
+        caller: &Caller,
+        mode: ProfileMode,
+        start: u64,
+        end: u64,
+        stride: u64,
+    ) -> Result<IoctlReply, DeviceError> {
+        Self::need_profiling(file)?;
+        if mode == ProfileMode::Kernel
+            && !self
+                .config
+                .policy
+                .may_count_system_wide(caller.credentials()?)
+        {
+            return Err(DeviceError::AccessDenied(
+                "kernel PC profiling needs perf_event_paranoid <= 0, CAP_PERFMON or --allow-group"
+                    .into(),
+            ));
+        }
+        file.drain_samples();
+        let mut histograms = file.histograms.lock();
+        if mode == ProfileMode::Kernel
+            && let Some(profile) = histograms.profile.as_mut().filter(|p| p.caller_mode)
+        {
+            let (text_start, text_end) = self.config.kernel_text.unwrap_or((0, 0));
+            if end <= start
+                || !start.is_multiple_of(4)
+                || !end.is_multiple_of(4)
+                || start < text_start
+                || end > text_end
+            {
+                return Err(DeviceError::Fault(format!(
+                    "caller range [{start:#x}, {end:#x}) is not aligned kernel text [{text_start:#x}, {text_end:#x})"
+                )));
+            }
+            if profile.caller_ranges.len() >= MAX_CALLER_RANGES {
+                return Err(DeviceError::NoSpace(format!(
+                    "only {MAX_CALLER_RANGES} caller ranges"
+                )));
+            }
+            profile.caller_ranges.push((start, end));
+            return Ok(IoctlReply::none());
+        }
+        if stride != 0 && !stride.is_power_of_two() {
+            return Err(DeviceError::invalid(format!(
+                "stride {stride} is not 0 or a power of two"
+            )));
+        }
+        if end <= start {
+            return Err(DeviceError::invalid(format!(
+                "empty range [{start:#x}, {end:#x})"
+            )));
+        }
+        let buckets = Profile::bucket_count(start, end, stride);
+        let slots = histograms.slots() as u64;
+        let bytes = buckets.saturating_mul(4).saturating_mul(slots);
+        if bytes > self.config.max_profile_bytes {
+            return Err(DeviceError::NoMemory(format!(
+                "{bytes} bytes of buckets exceed --max-profile-bytes {}",
+                self.config.max_profile_bytes
+            )));
+        }
+        let mut cells = Vec::new();
+        for _ in 0..slots {
+            let mut slot: Vec<u32> = Vec::new();
+            slot.try_reserve_exact(buckets as usize)
+                .map_err(|e| DeviceError::NoMemory(format!("{bytes} bytes of buckets: {e}")))?;
+            slot.resize(buckets as usize, 0);
+            cells.push(slot);
+        }
+        histograms.profile = Some(Profile {
+            mode,
+            start,
+            end,
+            bucket_bytes: stride.saturating_mul(4),
+            buckets: cells,
+            caller_mode: false,
+            caller_ranges: Vec::new(),
+        });
+        drop(histograms);
+        file.stride = if stride == 0 { file.stride } else { stride };
+        tracing::info!(?mode, start, end, stride, buckets, "profiling range set");
+        Ok(IoctlReply::none())
     }
 
     fn need_profiling(file: &OpenFile) -> Result<(), DeviceError> {
@@ -464,7 +640,7 @@ impl Device {
             file.stop_counting(tallies, self.config.cpu_khz)?;
         }
         change(file, tallies);
-        if let Err(e) = file.start_counting(self.backend.as_ref()) {
+        if let Err(e) = file.start_counting(self.backend.as_ref(), self.config.cpu_khz) {
             // The settings stay; counting resumes at the next PCNTRENABLE.
             file.enabled = false;
             return Err(e);
@@ -559,9 +735,17 @@ impl Device {
             if let Some(selected) = &file.counters[i] {
                 info.pi_fidelity[i] = selected.resolved.fidelity.abi_code();
                 info.pi_period[i] = selected.period;
-                info.pi_sample_period[i] = selected.period;
+                info.pi_sample_period[i] = file.sample_period[i];
             }
         }
+        info.pi_lost_samples = file
+            .histograms
+            .lost
+            .load(std::sync::atomic::Ordering::Relaxed);
+        info.pi_throttled = file
+            .histograms
+            .throttled
+            .load(std::sync::atomic::Ordering::Relaxed);
         info
     }
 }
@@ -766,3 +950,7 @@ impl Device {
 #[cfg(test)]
 #[path = "core_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "sampling_tests.rs"]
+mod sampling_tests;

@@ -137,7 +137,10 @@ impl Device {
         if !sel.contains(&true) {
             return Ok(IoctlReply::none());
         }
-        self.check_may_enable(file, caller)?;
+        if !file.enabled {
+            // As PCNTRENABLE: checked when counting would start.
+            self.check_may_enable(file, caller)?;
+        }
         let mut registers = file.registers.clone();
         for (on, s) in registers.on.iter_mut().zip(sel) {
             *on |= s;

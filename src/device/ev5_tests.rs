@@ -36,6 +36,8 @@ fn device(model: Implementation, backend: &MockBackend, paranoid: i32) -> Device
                 paranoid_override: Some(paranoid),
             },
             event_map: EventMap::default(),
+            max_profile_bytes: 1 << 20,
+            kernel_text: None,
         },
         Arc::new(backend.clone()),
     )

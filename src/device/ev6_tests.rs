@@ -39,6 +39,8 @@ fn device(model: Implementation, backend: &MockBackend) -> Device {
                 paranoid_override: Some(2),
             },
             event_map: EventMap::default(),
+            max_profile_bytes: 1 << 20,
+            kernel_text: None,
         },
         Arc::new(backend.clone()),
     )

@@ -7,6 +7,7 @@ mod ev4_ioctl;
 mod ev5_ioctl;
 mod ev6_ioctl;
 pub mod fuse;
+mod histogram;
 pub mod memory;
 mod open_file;
 mod tally;

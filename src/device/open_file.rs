@@ -1,15 +1,18 @@
 //! One open of the device: its mode and CPUs, what it selected, and the host
 //! counting groups that feed the device's tallies while it is enabled.
 
+use super::histogram::{Histograms, SharedHistograms, TickSink};
 use super::tally::{CpuTally, MAX_COUNTERS, Tally};
 use crate::backend::{
-    Backend, BackendError, CountingGroup, GroupReading, GroupSpec, ModeFilter, Target,
+    Backend, BackendError, CountingGroup, GroupSpec, ModeFilter, SamplerSpec, SamplingStream,
+    Target,
 };
 use crate::ioctl::DeviceError;
-use crate::ioctl::abi::PFM_COUNTERS;
-use crate::model::{CounterSetting, HostEvent, ResolvedEvent, evaluate};
+use crate::ioctl::abi::{PFM_COUNTERS, PFM_IPL, PFM_PROFILING};
+use crate::model::{CounterSetting, HostEvent, ResolvedEvent, Scale, evaluate};
 use nix::errno::Errno;
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 /// The open mode (contract §2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -112,6 +115,7 @@ impl CounterState {
 
 struct LiveGroup {
     cpu: u32,
+    target: Target,
     events: Vec<HostEvent>,
     group: Box<dyn CountingGroup>,
     /// Scaled cumulative counts already folded into the tallies.
@@ -141,6 +145,70 @@ pub struct OpenFile {
     /// Modes `PCNT5CTXTS` asked for; `None` counts every mode.
     pub contexts: Option<ModeFilter>,
     groups: Vec<LiveGroup>,
+    /// IPL histograms and profile buckets, shared with the sampler thread.
+    pub histograms: Arc<SharedHistograms>,
+    /// Instructions per profile bucket for PCNTSETUADDR/KADDR (last stride set).
+    pub stride: u64,
+    samplers: Vec<Box<dyn SamplingStream>>,
+    /// Per counter: Alpha events per sample (`period x weight`) of the last
+    /// sampling run.
+    pub sample_period: [u64; MAX_COUNTERS],
+    /// The snapshot one read(2) call is served from (contract §6).
+    pub read_snapshot: Vec<u8>,
+}
+
+/// How one counter is sampled: which host event, every how many host events,
+/// and the weight (ticks per sample) that keeps totals in interrupt units.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SamplingPlan {
+    pub event: HostEvent,
+    pub host_period: u64,
+    pub weight: u64,
+}
+
+/// The kernel floor on a cpu-clock/task-clock sample period (hrtimer), ns.
+const MIN_CLOCK_PERIOD_NS: u64 = 10_000;
+
+/// Plans sampling for one counter: an Alpha period of `period` events is
+/// `period` host events through the formula's first positive term; when that
+/// would exceed a quarter of the host's sample-rate budget (several samplers
+/// share a CPU), sample every `weight` periods instead and count each sample
+/// `weight` times (contract §6).
+pub fn sampling_plan(selected: &Selected, khz: u64, max_sample_rate: u64) -> Option<SamplingPlan> {
+    let term = selected.resolved.terms.iter().find(|t| match t.scale {
+        Scale::Ratio { num, den } => num > 0 && den > 0,
+        Scale::NsToCycles => true,
+    })?;
+    let khz = khz.max(1) as u128;
+    let host_events = |periods: u64| -> u64 {
+        let alpha = selected.period as u128 * periods as u128;
+        let host = match term.scale {
+            Scale::NsToCycles => (alpha * 1_000_000).div_ceil(khz),
+            Scale::Ratio { num, den } => (alpha * den as u128).div_ceil(num as u128),
+        };
+        host.clamp(1, u64::MAX as u128) as u64
+    };
+    let clock = matches!(term.event, HostEvent::CpuClock | HostEvent::TaskClock);
+    // Host events per second on one CPU, at most.
+    let rate: u128 = match term.event {
+        HostEvent::CpuClock | HostEvent::TaskClock => 1_000_000_000,
+        HostEvent::Instructions => 4 * khz * 1000,
+        _ => khz * 1000,
+    };
+    let budget = (max_sample_rate / 4).max(1) as u128;
+    let floor = if clock {
+        MIN_CLOCK_PERIOD_NS as u128
+    } else {
+        1
+    };
+    let min_host_period = rate.div_ceil(budget).max(floor);
+    let per_period = host_events(1) as u128;
+    let weight = min_host_period.div_ceil(per_period).max(1) as u64;
+    Some(SamplingPlan {
+        event: term.event,
+        host_period: host_events(weight),
+        weight,
+    })
 }
 
 pub fn host_error(e: BackendError) -> DeviceError {
@@ -159,7 +227,9 @@ impl OpenFile {
         cpus: Vec<u32>,
         state: CounterState,
         shared: bool,
+        cpu_slots: usize,
     ) -> Self {
+        let histograms = Histograms::new(mode == OpenMode::Each, cpu_slots);
         OpenFile {
             tgid,
             mode,
@@ -174,11 +244,34 @@ impl OpenFile {
             registers: state.registers,
             contexts: None,
             groups: Vec::new(),
+            histograms: Arc::new(SharedHistograms::new(histograms)),
+            stride: 4,
+            samplers: Vec::new(),
+            sample_period: [0; MAX_COUNTERS],
+            read_snapshot: Vec::new(),
+        }
+    }
+
+    /// Delivers every sample taken so far into the histograms.
+    pub fn drain_samples(&mut self) {
+        for sampler in &mut self.samplers {
+            sampler.drain();
+        }
+    }
+
+    fn sampling_wanted(&self) -> bool {
+        self.enabled && self.items & (PFM_IPL | PFM_PROFILING) != 0
+    }
+
+    fn targets(&self) -> Vec<Target> {
+        match self.scope {
+            Scope::LogAll => vec![Target::AllTasks],
+            Scope::LogSelect => self.pme.iter().map(|&tid| Target::Thread(tid)).collect(),
         }
     }
 
     pub fn counting(&self) -> bool {
-        !self.groups.is_empty()
+        !self.groups.is_empty() || !self.samplers.is_empty()
     }
 
     pub fn modes(&self) -> ModeFilter {
@@ -213,7 +306,7 @@ impl OpenFile {
     ) -> Result<BTreeMap<u32, [u64; MAX_COUNTERS]>, DeviceError> {
         let mut per_cpu: BTreeMap<u32, [u64; MAX_COUNTERS]> = BTreeMap::new();
         for live in &mut self.groups {
-            let now = counts(&live.group.read().map_err(host_error)?, self.shared);
+            let now = live.counts(self.shared)?;
             let entry = per_cpu.entry(live.cpu).or_default();
             for (slot, selected) in entry.iter_mut().zip(&self.counters) {
                 let Some(selected) = selected else { continue };
@@ -249,6 +342,8 @@ impl OpenFile {
     /// Folds the pending events into `tallies` and closes the host groups.
     /// After it, `tallies` hold everything counted so far.
     pub fn stop_counting(&mut self, tallies: &mut [CpuTally], khz: u64) -> Result<(), DeviceError> {
+        self.drain_samples();
+        self.samplers.clear();
         let folded = self.pending_events(khz, true);
         self.groups.clear();
         for (cpu, events) in folded? {
@@ -262,8 +357,78 @@ impl OpenFile {
     /// Opens and enables the host groups this open's settings call for: one
     /// group per CPU and target, holding every host event the enabled counters
     /// need, so formulas see one consistent read.
-    pub fn start_counting(&mut self, backend: &dyn Backend) -> Result<(), DeviceError> {
-        debug_assert!(self.groups.is_empty());
+    pub fn start_counting(&mut self, backend: &dyn Backend, khz: u64) -> Result<(), DeviceError> {
+        debug_assert!(self.groups.is_empty() && self.samplers.is_empty());
+        let result = self
+            .start_groups(backend)
+            .and_then(|()| self.start_samplers(backend, khz));
+        if result.is_err() {
+            self.groups.clear();
+            self.samplers.clear();
+        }
+        result
+    }
+
+    /// One sampler per enabled counter, CPU and target: each sample is one
+    /// counter interrupt for the IPL histogram and the profile.
+    fn start_samplers(&mut self, backend: &dyn Backend, khz: u64) -> Result<(), DeviceError> {
+        if !self.sampling_wanted() {
+            return Ok(());
+        }
+        let callchain = self
+            .histograms
+            .lock()
+            .profile
+            .as_ref()
+            .is_some_and(|p| p.caller_mode);
+        let max_rate = backend.max_sample_rate();
+        let modes = self.modes();
+        for (i, selected) in self.counters.clone().iter().enumerate() {
+            let Some(selected) = selected else { continue };
+            let Some(plan) = sampling_plan(selected, khz, max_rate) else {
+                return Err(DeviceError::NotSupported(format!(
+                    "{}: no host event to sample for {}",
+                    selected.resolved.event.name, selected.resolved.formula
+                )));
+            };
+            self.sample_period[i] = selected.period * plan.weight;
+            if plan.weight > 1 {
+                tracing::info!(
+                    event = selected.resolved.event.name,
+                    period = selected.period,
+                    effective = self.sample_period[i],
+                    max_sample_rate = max_rate,
+                    "sampling at a larger period than the Alpha's; each sample counts {} interrupts",
+                    plan.weight
+                );
+            }
+            let sink = Arc::new(TickSink {
+                shared: self.histograms.clone(),
+                weight: plan.weight,
+            });
+            for target in self.targets() {
+                for &cpu in &self.cpus.clone() {
+                    let spec = SamplerSpec {
+                        target,
+                        cpu,
+                        event: plan.event,
+                        period: plan.host_period,
+                        modes,
+                        callchain,
+                        shared: self.shared,
+                    };
+                    let mut sampler = backend
+                        .open_sampler(&spec, sink.clone())
+                        .map_err(host_error)?;
+                    sampler.enable().map_err(host_error)?;
+                    self.samplers.push(sampler);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn start_groups(&mut self, backend: &dyn Backend) -> Result<(), DeviceError> {
         if !self.enabled || self.items & PFM_COUNTERS == 0 {
             return Ok(());
         }
@@ -284,11 +449,7 @@ impl OpenFile {
                 "the contexts leave no mode this caller may count: kernel and PAL mode of your own threads need perf_event_paranoid <= 1".into(),
             ));
         }
-        let targets: Vec<Target> = match self.scope {
-            Scope::LogAll => vec![Target::AllTasks],
-            Scope::LogSelect => self.pme.iter().map(|&tid| Target::Thread(tid)).collect(),
-        };
-        for target in targets {
+        for target in self.targets() {
             for &cpu in &self.cpus.clone() {
                 let spec = GroupSpec {
                     target,
@@ -297,7 +458,7 @@ impl OpenFile {
                     modes,
                     shared: self.shared,
                 };
-                match open_enabled(backend, &spec, self.shared) {
+                match open_enabled(backend, &spec) {
                     Ok(live) => self.groups.push(live),
                     Err(BackendError::Open {
                         errno: Errno::ESRCH,
@@ -310,10 +471,7 @@ impl OpenFile {
                         self.pme.remove(&tid);
                         break;
                     }
-                    Err(e) => {
-                        self.groups.clear();
-                        return Err(host_error(e));
-                    }
+                    Err(e) => return Err(host_error(e)),
                 }
             }
         }
@@ -321,30 +479,33 @@ impl OpenFile {
     }
 }
 
-/// The counts of a reading. Only a group that shares the hardware counters
-/// (multiplexed) is scaled by time enabled / time running. A pinned group
-/// always runs while it can count; its time running falls short of time
-/// enabled only because a thread's group on one CPU runs only while the
-/// thread is on that CPU, and scaling that would multiply a thread's
-/// counts by the number of CPUs it moved between.
-fn counts(reading: &GroupReading, shared: bool) -> Vec<u64> {
-    if shared {
-        reading.scaled()
-    } else {
-        reading.values.clone()
+impl LiveGroup {
+    /// Cumulative counts. Scaled by time enabled / running only for CPU-wide
+    /// groups sharing counters with another perf user: a per-thread group on
+    /// one CPU is "enabled but not running" whenever its thread runs on
+    /// another CPU, and scaling that would count the thread once per CPU.
+    fn counts(&mut self, shared: bool) -> Result<Vec<u64>, DeviceError> {
+        let reading = self.group.read().map_err(host_error)?;
+        Ok(if shared && self.target == Target::AllTasks {
+            reading.scaled()
+        } else {
+            reading.values
+        })
     }
 }
 
-fn open_enabled(
-    backend: &dyn Backend,
-    spec: &GroupSpec,
-    shared: bool,
-) -> Result<LiveGroup, BackendError> {
+fn open_enabled(backend: &dyn Backend, spec: &GroupSpec) -> Result<LiveGroup, BackendError> {
     let mut group = backend.open_group(spec)?;
-    let baseline = counts(&group.read()?, shared);
+    let reading = group.read()?;
+    let baseline = if spec.shared && spec.target == Target::AllTasks {
+        reading.scaled()
+    } else {
+        reading.values
+    };
     group.enable()?;
     Ok(LiveGroup {
         cpu: spec.cpu,
+        target: spec.target,
         events: spec.events.clone(),
         group,
         baseline,

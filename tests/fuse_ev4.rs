@@ -1,0 +1,410 @@
+//! The EV4 device over FUSE, end to end: a real pfmd, the real kernel's FUSE
+//! and perf_event, and gcc-built legacy C clients.
+
+mod common;
+
+use common::{Daemon, can_run, counts_line, run, text, value};
+use nix::sys::signal::Signal;
+use pfmd::ioctl::abi::{self, PfCntrs, PfmInfo};
+use pfmd::ioctl::numbers as n;
+use std::fs::{File, OpenOptions};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::OpenOptionsExt;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// Nominal clock the tests pin, so expected interrupt counts are exact arithmetic.
+const MHZ: u64 = 2000;
+
+fn open_device(daemon: &Daemon, mode: i32) -> std::io::Result<File> {
+    OpenOptions::new()
+        .read(true)
+        .custom_flags(mode)
+        .open(&daemon.device)
+}
+
+/// `ioctl(fd, cmd, arg)` as a legacy client makes it.
+fn ioctl(file: &File, cmd: u32, arg: *mut libc::c_void) -> Result<(), nix::errno::Errno> {
+    // SAFETY: every `arg` below points at live memory of the size the command
+    // declares, or is deliberately bad to provoke EFAULT from the daemon,
+    // which never lets the kernel dereference it (restricted FUSE ioctl).
+    let r = unsafe { libc::ioctl(file.as_raw_fd(), cmd as libc::c_ulong, arg) };
+    if r < 0 {
+        Err(nix::errno::Errno::last())
+    } else {
+        Ok(())
+    }
+}
+
+fn ioctl_long(file: &File, cmd: u32, mut value: u64) -> Result<(), nix::errno::Errno> {
+    ioctl(file, cmd, (&mut value as *mut u64).cast())
+}
+
+fn info(file: &File) -> PfmInfo {
+    let mut info = PfmInfo::default();
+    ioctl(file, n::PCNTGETINFO, (&mut info as *mut PfmInfo).cast()).unwrap();
+    info
+}
+
+#[test]
+fn conformance_program_reports_zero_failed() {
+    if !can_run() {
+        return;
+    }
+    let daemon = Daemon::start(&[]);
+    let out = run(&mut daemon.client("errno_contract"));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}\n{}", text(&out), daemon.log());
+    let last = stdout.lines().last().unwrap_or_default();
+    assert!(
+        last.ends_with(" 0 failed") && !last.starts_with("0 passed"),
+        "{}",
+        text(&out)
+    );
+    // The same program as an unprivileged user reaches the EACCES rows.
+    let out = run(Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+        .arg(common::c_program("errno_contract"))
+        .env("PFM_DEVICE", &daemon.device));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "as nobody: {}\n{}",
+        text(&out),
+        daemon.log()
+    );
+    assert!(
+        stdout
+            .lines()
+            .last()
+            .unwrap_or_default()
+            .ends_with(" 0 failed"),
+        "{}",
+        text(&out)
+    );
+}
+
+/// PF_CYCLES over a CPU-bound loop, counted for the client's own thread
+/// (LOGSELECT), against perf's own task-clock of the same process.
+#[test]
+fn pf_cycles_agree_with_perf_task_clock() {
+    if !can_run() {
+        return;
+    }
+    let daemon = Daemon::start(&["--cpu-mhz", &MHZ.to_string()]);
+    let out = run(Command::new("perf")
+        .args(["stat", "-x,", "-e", "task-clock", "--"])
+        .arg(common::c_program("ev4count"))
+        .args(["-select", "-ms", "400"])
+        .env("PFM_DEVICE", &daemon.device));
+    assert!(out.status.success(), "{}\n{}", text(&out), daemon.log());
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let task_clock_ms: f64 = stderr
+        .lines()
+        .find(|l| l.contains("task-clock"))
+        .and_then(|l| l.split(',').next()?.parse().ok())
+        .unwrap_or_else(|| panic!("no task-clock in perf output:\n{stderr}"));
+    let got = counts_line(&stdout, "all").expect("a cpu=all line")["pf_cntr0"];
+    // cycles = ns x MHz / 1000; one interrupt every 4096 (pc0 set).
+    let expected = task_clock_ms * 1e6 * MHZ as f64 / 1000.0 / 4096.0;
+    // perf's task-clock also covers exec and the ioctls before PCNTRENABLE
+    // and after PCNTRDISABLE: allow 2% for that, and ±1 for the floor.
+    let tolerance = 1.0 + 0.02 * expected;
+    assert!(
+        (got as f64 - expected).abs() <= tolerance,
+        "PF_CYCLES {got} interrupts vs {expected:.1} from perf task-clock {task_clock_ms} ms\n{stdout}"
+    );
+    assert!(
+        got as f64 <= expected + 1.0,
+        "the device counted more than the whole process ran"
+    );
+    let workload_ns = value(&stdout, "workload_cpu_ns").expect("workload_cpu_ns");
+    assert!(workload_ns >= 400_000_000, "{stdout}");
+}
+
+#[test]
+fn second_process_gets_ebusy_until_the_holder_closes() {
+    if !can_run() {
+        return;
+    }
+    let daemon = Daemon::start(&[]);
+    let held = open_device(&daemon, abi::PCNTOPENALL).unwrap();
+    let out = run(daemon.client("ev4count").args(["-ms", "10"]));
+    assert!(!out.status.success(), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("EBUSY"),
+        "{}",
+        text(&out)
+    );
+    drop(held);
+    let out = run(daemon.client("ev4count").args(["-ms", "10"]));
+    assert!(
+        out.status.success(),
+        "after close: {}\n{}",
+        text(&out),
+        daemon.log()
+    );
+}
+
+#[test]
+fn one_mode_needs_a_thread_bound_to_one_cpu() {
+    if !can_run() {
+        return;
+    }
+    if common::online_cpus() < 2 {
+        eprintln!("SKIP: one CPU only");
+        return;
+    }
+    let daemon = Daemon::start(&["--cpu-mhz", &MHZ.to_string()]);
+    let out = run(Command::new("taskset")
+        .args(["-c", "1"])
+        .arg(common::c_program("ev4count"))
+        .args(["-one", "-ms", "200"])
+        .env("PFM_DEVICE", &daemon.device));
+    assert!(out.status.success(), "{}\n{}", text(&out), daemon.log());
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = stdout
+        .lines()
+        .find(|l| l.contains("pf_cntr0="))
+        .expect("a counts line");
+    let c0 = value(line, "pf_cntr0").unwrap();
+    // LOGALL on CPU 1 for at least the 200 ms busy loop: ≥ 200ms x 2 GHz / 4096.
+    assert!(c0 >= 200 * 2_000_000 / 4096 * 9 / 10, "{stdout}");
+    // A thread allowed on two CPUs cannot open ONE.
+    let device = daemon.device.clone();
+    let refused = std::thread::spawn(move || {
+        let mut both = nix::sched::CpuSet::new();
+        both.set(0).unwrap();
+        both.set(1).unwrap();
+        nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &both).unwrap();
+        OpenOptions::new()
+            .read(true)
+            .custom_flags(abi::PCNTOPENONE)
+            .open(device)
+    })
+    .join()
+    .unwrap();
+    assert_eq!(refused.unwrap_err().raw_os_error(), Some(libc::EINVAL));
+}
+
+#[test]
+fn each_mode_fills_one_element_per_cpu_and_faults_at_a_guard_page() {
+    if !can_run() {
+        return;
+    }
+    let daemon = Daemon::start(&[]);
+    let file = open_device(&daemon, abi::PCNTOPENEACH).unwrap();
+    let ncpus = info(&file).pi_ncpus as usize;
+    assert_eq!(ncpus, common::configured_cpus());
+    ioctl_long(&file, n::PCNTSETITEMS, abi::PFM_COUNTERS).unwrap();
+    ioctl_long(&file, n::PCNTSETMUX, abi::Iccsr::new(0xa, 0, 1, 0, 2).0).unwrap();
+    ioctl(&file, n::PCNTRENABLE, std::ptr::null_mut()).unwrap();
+    std::thread::sleep(Duration::from_millis(50));
+    ioctl(&file, n::PCNTRDISABLE, std::ptr::null_mut()).unwrap();
+
+    let page = 4096;
+    let guard = common::GuardedPage::new();
+    let size = size_of::<PfCntrs>();
+    // Exactly ncpus elements end at the guard page: fine.
+    let mut fits = guard.end() - ncpus * size;
+    ioctl(&file, n::PCNTGETCNT, (&mut fits as *mut usize).cast()).unwrap();
+    let got: Vec<PfCntrs> = (0..ncpus)
+        .map(|i| guard.read::<PfCntrs>(page - (ncpus - i) * size))
+        .collect();
+    assert!(
+        got.iter().all(|p| p.pf_cntr0 > 0),
+        "every CPU counted wall time: {got:?}"
+    );
+    // One element short: the last one would land on the guard page.
+    let mut short = guard.end() - (ncpus - 1) * size;
+    assert_eq!(
+        ioctl(&file, n::PCNTGETCNT, (&mut short as *mut usize).cast()),
+        Err(nix::errno::Errno::EFAULT)
+    );
+    let mut null = 0usize;
+    assert_eq!(
+        ioctl(&file, n::PCNTGETCNT, (&mut null as *mut usize).cast()),
+        Err(nix::errno::Errno::EFAULT)
+    );
+}
+
+#[test]
+fn client_sigkill_frees_the_device_and_the_daemon_lives_on() {
+    if !can_run() {
+        return;
+    }
+    let daemon = Daemon::start(&[]);
+    let mut client = daemon
+        .client("ev4count")
+        .args(["-ms", "20000"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while open_device(&daemon, abi::PCNTOPENALL).is_ok() {
+        if let Some(status) = client.try_wait().unwrap() {
+            panic!(
+                "client exited {status}: {}",
+                text(&client.wait_with_output().unwrap())
+            );
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the client never opened the device"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    client.kill().unwrap();
+    client.wait().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match open_device(&daemon, abi::PCNTOPENALL) {
+            Ok(_) => break,
+            Err(e) => assert!(
+                Instant::now() < deadline,
+                "device still busy after SIGKILL: {e}"
+            ),
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = run(daemon.client("ev4count").args(["-ms", "10"]));
+    assert!(out.status.success(), "{}", text(&out));
+}
+
+#[test]
+fn restart_after_daemon_sigkill_replaces_the_dead_mount() {
+    if !can_run() {
+        return;
+    }
+    let mut daemon = Daemon::start(&[]);
+    daemon.signal(Signal::SIGKILL);
+    daemon.wait();
+    let err = open_device(&daemon, abi::PCNTOPENALL).unwrap_err();
+    assert_eq!(
+        err.raw_os_error(),
+        Some(libc::ENOTCONN),
+        "a killed daemon leaves a dead mount"
+    );
+    let dir = std::mem::replace(&mut daemon.dir, tempfile::tempdir().unwrap());
+    let mountpoint = daemon.mountpoint.clone();
+    std::mem::forget(daemon);
+    let restarted = Daemon::start_at(dir, mountpoint, &[]);
+    assert!(
+        restarted.log().contains("stale FUSE mount"),
+        "{}",
+        restarted.log()
+    );
+    let out = run(restarted.client("ev4count").args(["-ms", "10"]));
+    assert!(out.status.success(), "{}", text(&out));
+}
+
+#[test]
+fn sigterm_unmounts_removes_the_link_and_exits_zero() {
+    if !can_run() {
+        return;
+    }
+    let links = tempfile::tempdir().unwrap();
+    let link = links.path().join("pfcntr");
+    let mut daemon = Daemon::start(&["--dev-link", link.to_str().unwrap()]);
+    assert_eq!(std::fs::read_link(&link).unwrap(), daemon.device);
+    let out = run(Command::new(common::c_program("ev4count"))
+        .args(["-ms", "10"])
+        .env("PFM_DEVICE", &link));
+    assert!(out.status.success(), "through the link: {}", text(&out));
+    assert!(daemon.stop().success(), "{}", daemon.log());
+    assert!(std::fs::symlink_metadata(&link).is_err(), "link removed");
+    let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap();
+    assert!(
+        !mounts.contains(daemon.mountpoint.to_str().unwrap()),
+        "unmounted"
+    );
+}
+
+#[test]
+fn unprivileged_callers_get_eacces_for_logall_and_count_their_own_threads() {
+    if !can_run() {
+        return;
+    }
+    let paranoid: i32 = std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let daemon = Daemon::start(&["--cpu-mhz", &MHZ.to_string()]);
+    let as_nobody = |args: &[&str]| {
+        run(Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+            .arg(common::c_program("ev4count"))
+            .args(args)
+            .env("PFM_DEVICE", &daemon.device))
+    };
+    let out = as_nobody(&["-ms", "10"]);
+    if paranoid > 0 {
+        assert!(!out.status.success(), "{}", text(&out));
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("EACCES"),
+            "{}",
+            text(&out)
+        );
+    }
+    let out = as_nobody(&["-select", "-ms", "200"]);
+    if paranoid <= 2 {
+        assert!(out.status.success(), "{}\n{}", text(&out), daemon.log());
+        let c0 = counts_line(&String::from_utf8_lossy(&out.stdout), "all").unwrap()["pf_cntr0"];
+        assert!(c0 >= 200 * 2_000_000 / 4096 * 9 / 10, "{}", text(&out));
+    }
+}
+
+/// PCNTLOGSELECT's PME bit is inherited by processes the caller starts later.
+#[test]
+fn logselect_counts_children_started_afterwards() {
+    if !can_run() {
+        return;
+    }
+    let daemon = Daemon::start(&["--cpu-mhz", &MHZ.to_string()]);
+    let burn = "i=0; while [ $i -lt 400000 ]; do i=$((i+1)); done";
+    let out = run(Command::new("perf")
+        .args(["stat", "-x,", "-e", "task-clock", "--"])
+        .arg(common::c_program("ev4count"))
+        .args(["-select", "--", "sh", "-c", burn])
+        .env("PFM_DEVICE", &daemon.device));
+    assert!(out.status.success(), "{}\n{}", text(&out), daemon.log());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let task_clock_ms: f64 = stderr
+        .lines()
+        .find(|l| l.contains("task-clock"))
+        .and_then(|l| l.split(',').next()?.parse().ok())
+        .unwrap();
+    let got = counts_line(&String::from_utf8_lossy(&out.stdout), "all").unwrap()["pf_cntr0"] as f64;
+    let whole = task_clock_ms * 1e6 * MHZ as f64 / 1000.0 / 4096.0;
+    // The child's loop is nearly all of the process tree's CPU time.
+    assert!(
+        got >= 0.8 * whole && got <= whole + 1.0,
+        "{got} vs {whole:.1}: {}",
+        text(&out)
+    );
+}
+
+#[test]
+fn unavailable_events_are_eopnotsupp_and_never_count_zero() {
+    if !can_run() {
+        return;
+    }
+    let daemon = Daemon::start(&[]);
+    let file = open_device(&daemon, abi::PCNTOPENALL).unwrap();
+    ioctl_long(&file, n::PCNTSETITEMS, abi::PFM_COUNTERS).unwrap();
+    // PF_PALMODE has no host event anywhere.
+    assert_eq!(
+        ioctl_long(&file, n::PCNTSETMUX, abi::Iccsr::new(0xb, 0, 0, 0, 2).0),
+        Err(nix::errno::Errno::EOPNOTSUPP)
+    );
+    assert!(
+        daemon.log().contains("PF_PALMODE"),
+        "the log names the event"
+    );
+    let i = info(&file);
+    assert_eq!(i.pi_family, 0);
+    assert_eq!(i.pi_version, abi::PFM_INFO_VERSION);
+}
