@@ -8,6 +8,9 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+/// Every program the Makefile builds.
+const PROGRAMS: [&str; 4] = ["ev4count", "errno_contract", "ev5count", "papi_ev6"];
+
 fn examples() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/c")
 }
@@ -45,7 +48,7 @@ fn build(name: &str) -> PathBuf {
         text(&out.stdout),
         text(&out.stderr)
     );
-    for prog in ["ev4count", "errno_contract"] {
+    for prog in PROGRAMS {
         assert!(dir.join(prog).is_file(), "{prog} not built");
     }
     dir
@@ -62,7 +65,7 @@ fn examples_build_warning_free_and_clean() {
             .arg("clean"),
     );
     assert!(out.status.success(), "make clean failed");
-    for prog in ["ev4count", "errno_contract"] {
+    for prog in PROGRAMS {
         assert!(!dir.join(prog).exists(), "make clean left {prog}");
     }
     let _ = fs::remove_dir_all(&dir);
@@ -72,7 +75,7 @@ fn examples_build_warning_free_and_clean() {
 fn examples_compile_as_strict_c99_with_the_header() {
     // The same flags the Makefile uses, plus -pedantic, without make.
     let dir = scratch("strict");
-    for prog in ["ev4count", "errno_contract"] {
+    for prog in PROGRAMS {
         let out = output(
             Command::new("gcc")
                 .args([

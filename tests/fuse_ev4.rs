@@ -3,48 +3,19 @@
 
 mod common;
 
-use common::{Daemon, can_run, counts_line, run, text, value};
+use common::{
+    Daemon, can_run, counts_line, info, ioctl, ioctl_long, open_device, run, text, value,
+};
 use nix::sys::signal::Signal;
-use pfmd::ioctl::abi::{self, PfCntrs, PfmInfo};
+use pfmd::ioctl::abi::{self, PfCntrs};
 use pfmd::ioctl::numbers as n;
-use std::fs::{File, OpenOptions};
-use std::os::fd::AsRawFd;
+use std::fs::OpenOptions;
 use std::os::unix::fs::OpenOptionsExt;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 /// Nominal clock the tests pin, so expected interrupt counts are exact arithmetic.
 const MHZ: u64 = 2000;
-
-fn open_device(daemon: &Daemon, mode: i32) -> std::io::Result<File> {
-    OpenOptions::new()
-        .read(true)
-        .custom_flags(mode)
-        .open(&daemon.device)
-}
-
-/// `ioctl(fd, cmd, arg)` as a legacy client makes it.
-fn ioctl(file: &File, cmd: u32, arg: *mut libc::c_void) -> Result<(), nix::errno::Errno> {
-    // SAFETY: every `arg` below points at live memory of the size the command
-    // declares, or is deliberately bad to provoke EFAULT from the daemon,
-    // which never lets the kernel dereference it (restricted FUSE ioctl).
-    let r = unsafe { libc::ioctl(file.as_raw_fd(), cmd as libc::c_ulong, arg) };
-    if r < 0 {
-        Err(nix::errno::Errno::last())
-    } else {
-        Ok(())
-    }
-}
-
-fn ioctl_long(file: &File, cmd: u32, mut value: u64) -> Result<(), nix::errno::Errno> {
-    ioctl(file, cmd, (&mut value as *mut u64).cast())
-}
-
-fn info(file: &File) -> PfmInfo {
-    let mut info = PfmInfo::default();
-    ioctl(file, n::PCNTGETINFO, (&mut info as *mut PfmInfo).cast()).unwrap();
-    info
-}
 
 #[test]
 fn conformance_program_reports_zero_failed() {

@@ -299,3 +299,44 @@ impl Drop for GuardedPage {
         unsafe { libc::munmap(self.base.cast(), 8192) };
     }
 }
+
+// ---- ioctls as a legacy client makes them ----
+use pfmd::ioctl::numbers as n;
+use std::fs::{File, OpenOptions};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::OpenOptionsExt;
+
+pub fn open_device(daemon: &Daemon, mode: i32) -> std::io::Result<File> {
+    OpenOptions::new()
+        .read(true)
+        .custom_flags(mode)
+        .open(&daemon.device)
+}
+
+/// `ioctl(fd, cmd, arg)` as a legacy client makes it.
+pub fn ioctl(file: &File, cmd: u32, arg: *mut libc::c_void) -> Result<(), nix::errno::Errno> {
+    // SAFETY: every `arg` below points at live memory of the size the command
+    // declares, or is deliberately bad to provoke EFAULT from the daemon,
+    // which never lets the kernel dereference it (restricted FUSE ioctl).
+    let r = unsafe { libc::ioctl(file.as_raw_fd(), cmd as libc::c_ulong, arg) };
+    if r < 0 {
+        Err(nix::errno::Errno::last())
+    } else {
+        Ok(())
+    }
+}
+
+pub fn ioctl_long(file: &File, cmd: u32, mut value: u64) -> Result<(), nix::errno::Errno> {
+    ioctl(file, cmd, (&mut value as *mut u64).cast())
+}
+
+pub fn info(file: &File) -> pfmd::ioctl::abi::PfmInfo {
+    let mut info = pfmd::ioctl::abi::PfmInfo::default();
+    ioctl(
+        file,
+        n::PCNTGETINFO,
+        (&mut info as *mut pfmd::ioctl::abi::PfmInfo).cast(),
+    )
+    .unwrap();
+    info
+}
