@@ -15,7 +15,7 @@ use crate::{ev4, ev5, ev6};
 use std::collections::HashMap;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
-use zerocopy::IntoBytes;
+use zerocopy::{Immutable, IntoBytes};
 
 pub type FileId = u64;
 
@@ -668,41 +668,6 @@ impl Device {
             .collect())
     }
 
-    /// Lays per-CPU counts out as the mode wants: ONE and ALL one element
-    /// (ALL summed, latest `pr_cycle`), EACH one per configured CPU.
-    pub(super) fn arrange<T: Default>(
-        &self,
-        mode: OpenMode,
-        per_cpu: &[(u32, [Tally; MAX_COUNTERS], u64)],
-        element: impl Fn(&[Tally; MAX_COUNTERS], u64) -> T,
-    ) -> Vec<T> {
-        match mode {
-            OpenMode::Each => {
-                let mut out: Vec<T> = (0..self.config.configured_cpus)
-                    .map(|_| T::default())
-                    .collect();
-                for (cpu, tallies, pr_cycle) in per_cpu {
-                    if let Some(slot) = out.get_mut(*cpu as usize) {
-                        *slot = element(tallies, *pr_cycle);
-                    }
-                }
-                out
-            }
-            OpenMode::One(_) | OpenMode::All => {
-                let mut sum = [Tally::default(); MAX_COUNTERS];
-                let mut latest = 0;
-                for (_, tallies, pr_cycle) in per_cpu {
-                    for (s, t) in sum.iter_mut().zip(tallies) {
-                        s.interrupts += t.interrupts;
-                        s.residual += t.residual;
-                    }
-                    latest = latest.max(*pr_cycle);
-                }
-                vec![element(&sum, latest)]
-            }
-        }
-    }
-
     fn info(&self, file: &OpenFile) -> PfmInfo {
         let implementation = self.config.implementation;
         let widths: &[u32] = match implementation.family() {
@@ -929,6 +894,29 @@ impl Device {
                 vec![element(&sum, latest)]
             }
         }
+    }
+
+    /// `*GETCNT` (interrupts) and `*READCNTRS` (full counts) of any family,
+    /// stored at the caller's pointer as `arrange_values` lays them out.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn counts_reply<T: IntoBytes + Immutable + Default>(
+        &self,
+        file: &mut OpenFile,
+        tallies: &mut [CpuTally],
+        addr: u64,
+        widths: &[u32],
+        full: bool,
+        name: &str,
+        element: impl Fn(&[u64; MAX_COUNTERS], u64) -> T,
+    ) -> Result<IoctlReply, DeviceError> {
+        if file.items & PFM_COUNTERS == 0 {
+            return Err(DeviceError::invalid(format!(
+                "{name} needs PFM_COUNTERS selected"
+            )));
+        }
+        let per_cpu = self.counter_values(file, tallies, widths, full)?;
+        let out: Vec<T> = self.arrange_values(file.mode, &per_cpu, element);
+        Ok(IoctlReply::store(addr, out.as_bytes().to_vec()))
     }
 
     /// The raw counters of one CPU as of now.

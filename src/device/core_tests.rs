@@ -3,67 +3,15 @@
 use super::*;
 use crate::backend::mock::MockBackend;
 use crate::backend::{ModeFilter, Target};
-use crate::device::caller::Credentials;
+use crate::device::test_fixtures::{device, ioctl, root, user};
 use crate::ioctl::abi::{Iccsr, PCNTOPENALL, PCNTOPENEACH, PCNTOPENONE, PfCntrs};
 use crate::ioctl::numbers as n;
 use crate::model::HostEvent;
 use nix::errno::Errno;
 use zerocopy::FromBytes;
 
-const KHZ_1GHZ: u64 = 1_000_000; // 1 ns of cpu-clock = 1 cycle
-
 fn device_with(backend: &MockBackend, paranoid: i32) -> Device {
-    Device::new(
-        DeviceConfig {
-            implementation: Implementation::Ev4,
-            cpu_khz: KHZ_1GHZ,
-            configured_cpus: 2,
-            online_cpus: vec![0, 1],
-            policy: SecurityPolicy {
-                allow_gid: None,
-                paranoid_override: Some(paranoid),
-            },
-            event_map: EventMap::default(),
-            max_profile_bytes: 1 << 20,
-            kernel_text: Some((0xffff_8000_0000_0000, 0xffff_8000_0100_0000)),
-        },
-        Arc::new(backend.clone()),
-    )
-}
-
-fn root(tid: i32) -> Caller {
-    Caller::with_credentials(
-        tid,
-        Credentials {
-            tgid: tid,
-            cpus_allowed: vec![0, 1],
-            ..Credentials::default()
-        },
-    )
-}
-
-fn user(tid: i32, cpus: Vec<u32>) -> Caller {
-    Caller::with_credentials(
-        tid,
-        Credentials {
-            tgid: tid,
-            euid: 1000,
-            egid: 1000,
-            cpus_allowed: cpus,
-            ..Credentials::default()
-        },
-    )
-}
-
-fn ioctl(d: &Device, f: FileId, c: &Caller, cmd: u32, arg: u64) -> Result<IoctlReply, Errno> {
-    // The kernel hands in _IOC_SIZE bytes only for _IOW/_IOWR.
-    let input = if n::dir(cmd) & n::IOC_WRITE != 0 {
-        n::size(cmd) as usize
-    } else {
-        0
-    };
-    d.ioctl(f, c, cmd, &arg.to_ne_bytes()[..input])
-        .map_err(|e| e.errno())
+    device(Implementation::Ev4, backend, paranoid)
 }
 
 fn cycles_only(pc0: u64) -> u64 {

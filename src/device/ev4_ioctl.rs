@@ -2,12 +2,11 @@
 
 use super::core::{Device, IoctlReply};
 use super::open_file::{CounterState, OpenFile};
-use super::tally::{CpuTally, MAX_COUNTERS, Tally};
+use super::tally::CpuTally;
 use crate::ev4;
-use crate::ioctl::abi::{PFM_COUNTERS, PfCntrs};
+use crate::ioctl::abi::PfCntrs;
 use crate::ioctl::{DeviceError, Ev4Request};
 use crate::model::CounterSetting;
-use zerocopy::IntoBytes;
 
 impl Device {
     pub(super) fn ev4_request(
@@ -32,21 +31,19 @@ impl Device {
                 }
                 self.apply_registers(file, tallies, saved, registers, |_, _| {})
             }
-            Ev4Request::GetCnt { addr } => {
-                if file.items & PFM_COUNTERS == 0 {
-                    return Err(DeviceError::invalid(
-                        "PCNTGETCNT needs PFM_COUNTERS selected",
-                    ));
-                }
-                let per_cpu = self.snapshot(file, tallies)?;
-                let element = |t: &[Tally; MAX_COUNTERS], pr_cycle| PfCntrs {
-                    pf_cntr0: t[0].interrupts,
-                    pf_cntr1: t[1].interrupts,
+            Ev4Request::GetCnt { addr } => self.counts_reply(
+                file,
+                tallies,
+                addr,
+                &ev4::WIDTHS,
+                false,
+                "PCNTGETCNT",
+                |v, pr_cycle| PfCntrs {
+                    pf_cntr0: v[0],
+                    pf_cntr1: v[1],
                     pr_cycle,
-                };
-                let out: Vec<PfCntrs> = self.arrange(file.mode, &per_cpu, element);
-                Ok(IoctlReply::store(addr, out.as_bytes().to_vec()))
-            }
+                },
+            ),
         }
     }
 }

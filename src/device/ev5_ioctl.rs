@@ -17,10 +17,10 @@
 use super::caller::Caller;
 use super::core::{Device, IoctlReply};
 use super::open_file::{CounterState, OpenFile, Scope};
-use super::tally::{CpuTally, MAX_COUNTERS};
+use super::tally::CpuTally;
 use crate::backend::ModeFilter;
 use crate::ev5::{self, ProcessFilter};
-use crate::ioctl::abi::{PFM_COUNTERS, PfCntrsEv5, PmctrsEv5};
+use crate::ioctl::abi::{PfCntrsEv5, PmctrsEv5};
 use crate::ioctl::{DeviceError, Ev5Request};
 use crate::model::HostEvent;
 use zerocopy::IntoBytes;
@@ -162,22 +162,25 @@ impl Device {
         addr: u64,
         full: bool,
     ) -> Result<IoctlReply, DeviceError> {
-        if file.items & PFM_COUNTERS == 0 {
-            return Err(DeviceError::invalid(if full {
-                "PCNT5READCNTRS needs PFM_COUNTERS selected"
-            } else {
-                "PCNT5GETCNT needs PFM_COUNTERS selected"
-            }));
-        }
-        let per_cpu = self.counter_values(file, tallies, &ev5::WIDTHS, full)?;
-        let element = |v: &[u64; MAX_COUNTERS], pr_cycle| PfCntrsEv5 {
-            pr_cycle,
-            pf_cntr0: v[0],
-            pf_cntr1: v[1],
-            pf_cntr2: v[2],
+        let name = if full {
+            "PCNT5READCNTRS"
+        } else {
+            "PCNT5GETCNT"
         };
-        let out: Vec<PfCntrsEv5> = self.arrange_values(file.mode, &per_cpu, element);
-        Ok(IoctlReply::store(addr, out.as_bytes().to_vec()))
+        self.counts_reply(
+            file,
+            tallies,
+            addr,
+            &ev5::WIDTHS,
+            full,
+            name,
+            |v, pr_cycle| PfCntrsEv5 {
+                pr_cycle,
+                pf_cntr0: v[0],
+                pf_cntr1: v[1],
+                pf_cntr2: v[2],
+            },
+        )
     }
 
     /// `PCNT5CTXTS`: whose threads and which modes count (contract §5.2).

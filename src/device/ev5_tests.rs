@@ -3,79 +3,26 @@
 
 use crate::backend::mock::MockBackend;
 use crate::backend::{ModeFilter, Target};
-use crate::device::caller::{Caller, Credentials, SecurityPolicy};
-use crate::device::{Device, DeviceConfig, FileId, IoctlReply};
+use crate::device::caller::Caller;
+use crate::device::test_fixtures::{device, ioctl, root, user};
+use crate::device::{Device, FileId};
 use crate::ev5::{PF5_CTXT_EXEC_AND_SUPER, PF5_CTXT_KERNEL, PF5_CTXT_THIS_PROC, PF5_CTXT_USER};
 use crate::ioctl::abi::{
     self, PCNTOPENALL, PCNTOPENEACH, PCNTOPENONE, PMCTRS_ALL_CPUS, PfCntrsEv5, PfmInfo, PmctrsEv5,
 };
 use crate::ioctl::numbers as n;
-use crate::model::{EventMap, HostEvent, Implementation};
+use crate::model::{HostEvent, Implementation};
 use nix::errno::Errno;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use zerocopy::FromBytes;
 
-const KHZ_1GHZ: u64 = 1_000_000; // 1 ns of cpu-clock = 1 cycle
 const CLK: HostEvent = HostEvent::CpuClock;
 const BR: HostEvent = HostEvent::BranchInstructions;
 
 /// Counter 0 cycles, counter 1 flow changes, counter 2 cycles.
 const MUX: u64 = 0x80 | 0xC;
 const ALL3: u64 = 7;
-
-fn device(model: Implementation, backend: &MockBackend, paranoid: i32) -> Device {
-    Device::new(
-        DeviceConfig {
-            implementation: model,
-            cpu_khz: KHZ_1GHZ,
-            configured_cpus: 2,
-            online_cpus: vec![0, 1],
-            policy: SecurityPolicy {
-                allow_gid: None,
-                paranoid_override: Some(paranoid),
-            },
-            event_map: EventMap::default(),
-            max_profile_bytes: 1 << 20,
-            kernel_text: None,
-        },
-        Arc::new(backend.clone()),
-    )
-}
-
-fn root(tid: i32) -> Caller {
-    Caller::with_credentials(
-        tid,
-        Credentials {
-            tgid: tid,
-            cpus_allowed: vec![0, 1],
-            ..Credentials::default()
-        },
-    )
-}
-
-fn user(tid: i32, cpus: Vec<u32>) -> Caller {
-    Caller::with_credentials(
-        tid,
-        Credentials {
-            tgid: tid,
-            euid: 1000,
-            egid: 1000,
-            cpus_allowed: cpus,
-            ..Credentials::default()
-        },
-    )
-}
-
-fn ioctl(d: &Device, f: FileId, c: &Caller, cmd: u32, arg: u64) -> Result<IoctlReply, Errno> {
-    let input = if n::dir(cmd) & n::IOC_WRITE != 0 {
-        n::size(cmd) as usize
-    } else {
-        0
-    };
-    d.ioctl(f, c, cmd, &arg.to_ne_bytes()[..input])
-        .map_err(|e| e.errno())
-}
 
 fn counts(d: &Device, f: FileId, c: &Caller, cmd: u32) -> Vec<PfCntrsEv5> {
     let store = ioctl(d, f, c, cmd, 0x2000).unwrap().store.unwrap();

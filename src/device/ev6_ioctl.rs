@@ -11,9 +11,9 @@
 use super::caller::Caller;
 use super::core::{Device, IoctlReply};
 use super::open_file::{CounterState, OpenFile};
-use super::tally::{CpuTally, MAX_COUNTERS};
+use super::tally::CpuTally;
 use crate::ev6;
-use crate::ioctl::abi::{PFM_COUNTERS, PfCntrsEv6, PmctrsEv6};
+use crate::ioctl::abi::{PfCntrsEv6, PmctrsEv6};
 use crate::ioctl::{DeviceError, Ev6Request};
 use zerocopy::IntoBytes;
 
@@ -143,21 +143,24 @@ impl Device {
         addr: u64,
         full: bool,
     ) -> Result<IoctlReply, DeviceError> {
-        if file.items & PFM_COUNTERS == 0 {
-            return Err(DeviceError::invalid(if full {
-                "PCNT6READCNTRS needs PFM_COUNTERS selected"
-            } else {
-                "PCNT6GETCNT needs PFM_COUNTERS selected"
-            }));
-        }
-        let per_cpu = self.counter_values(file, tallies, &ev6::WIDTHS, full)?;
-        let element = |v: &[u64; MAX_COUNTERS], pr_cycle| PfCntrsEv6 {
-            pr_cycle,
-            pf_cntr0: v[0],
-            pf_cntr1: v[1],
+        let name = if full {
+            "PCNT6READCNTRS"
+        } else {
+            "PCNT6GETCNT"
         };
-        let out: Vec<PfCntrsEv6> = self.arrange_values(file.mode, &per_cpu, element);
-        Ok(IoctlReply::store(addr, out.as_bytes().to_vec()))
+        self.counts_reply(
+            file,
+            tallies,
+            addr,
+            &ev6::WIDTHS,
+            full,
+            name,
+            |v, pr_cycle| PfCntrsEv6 {
+                pr_cycle,
+                pf_cntr0: v[0],
+                pf_cntr1: v[1],
+            },
+        )
     }
 }
 

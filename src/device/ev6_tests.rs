@@ -4,20 +4,20 @@
 
 use crate::backend::Target;
 use crate::backend::mock::MockBackend;
-use crate::device::caller::{Caller, Credentials, SecurityPolicy};
-use crate::device::{Device, DeviceConfig, FileId, IoctlReply};
+use crate::device::caller::Caller;
+use crate::device::test_fixtures::{caller, ioctl};
+use crate::device::{Device, FileId};
 use crate::ev6::sampling::SamplingHardware;
 use crate::ioctl::abi::{
     self, PCNTOPENALL, PCNTOPENEACH, PCNTOPENONE, PMCTRS_ALL_CPUS, PfCntrsEv6, PfmInfo, PmctrsEv6,
 };
 use crate::ioctl::numbers as n;
-use crate::model::{EventMap, HostEvent, Implementation};
+use crate::model::{HostEvent, Implementation};
 use nix::errno::Errno;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use zerocopy::FromBytes;
 
-const KHZ_1GHZ: u64 = 1_000_000;
 const CLK: HostEvent = HostEvent::CpuClock;
 const BR: HostEvent = HostEvent::BranchInstructions;
 const M: u64 = 1 << 20;
@@ -28,45 +28,7 @@ const PF6_MUX1_RET_BRANCH_MISPREDICTS: u64 = 0x2;
 const BOTH: u64 = 3;
 
 fn device(model: Implementation, backend: &MockBackend) -> Device {
-    Device::new(
-        DeviceConfig {
-            implementation: model,
-            cpu_khz: KHZ_1GHZ,
-            configured_cpus: 2,
-            online_cpus: vec![0, 1],
-            policy: SecurityPolicy {
-                allow_gid: None,
-                paranoid_override: Some(2),
-            },
-            event_map: EventMap::default(),
-            max_profile_bytes: 1 << 20,
-            kernel_text: None,
-        },
-        Arc::new(backend.clone()),
-    )
-}
-
-fn caller(tid: i32, euid: u32, cpus: Vec<u32>) -> Caller {
-    Caller::with_credentials(
-        tid,
-        Credentials {
-            tgid: tid,
-            euid,
-            egid: euid,
-            cpus_allowed: cpus,
-            ..Credentials::default()
-        },
-    )
-}
-
-fn ioctl(d: &Device, f: FileId, c: &Caller, cmd: u32, arg: u64) -> Result<IoctlReply, Errno> {
-    let input = if n::dir(cmd) & n::IOC_WRITE != 0 {
-        n::size(cmd) as usize
-    } else {
-        0
-    };
-    d.ioctl(f, c, cmd, &arg.to_ne_bytes()[..input])
-        .map_err(|e| e.errno())
+    crate::device::test_fixtures::device(model, backend, 2)
 }
 
 fn counts(d: &Device, f: FileId, c: &Caller, cmd: u32) -> Vec<PfCntrsEv6> {

@@ -11,6 +11,8 @@ mod histogram;
 pub mod memory;
 mod open_file;
 mod tally;
+#[cfg(test)]
+mod test_fixtures;
 
 pub use self::core::{CallerStore, Device, DeviceConfig, FileId, IoctlReply};
 pub use open_file::OpenMode;

@@ -5,44 +5,20 @@ use super::*;
 use crate::backend::Sample;
 use crate::backend::Target;
 use crate::backend::mock::MockBackend;
-use crate::device::caller::Credentials;
 use crate::ioctl::abi::{AddrRangeT, Iccsr, PCNTOPENALL, PCNTOPENEACH};
 use crate::ioctl::numbers as n;
 use crate::model::HostEvent;
 use nix::errno::Errno;
 use zerocopy::FromBytes;
 
-const TEXT: (u64, u64) = (0xffff_8000_0000_0000, 0xffff_8000_0100_0000);
+const TEXT: (u64, u64) = crate::device::test_fixtures::KERNEL_TEXT;
 
 fn device(backend: &MockBackend) -> Device {
-    Device::new(
-        DeviceConfig {
-            implementation: Implementation::Ev4,
-            cpu_khz: 1_000_000,
-            configured_cpus: 2,
-            online_cpus: vec![0, 1],
-            policy: SecurityPolicy {
-                allow_gid: None,
-                paranoid_override: Some(2),
-            },
-            event_map: EventMap::default(),
-            max_profile_bytes: 1 << 20,
-            kernel_text: Some(TEXT),
-        },
-        Arc::new(backend.clone()),
-    )
+    crate::device::test_fixtures::device(Implementation::Ev4, backend, 2)
 }
 
 fn caller(euid: u32) -> Caller {
-    Caller::with_credentials(
-        10,
-        Credentials {
-            tgid: 10,
-            euid,
-            cpus_allowed: vec![0, 1],
-            ..Credentials::default()
-        },
-    )
+    crate::device::test_fixtures::caller(10, euid, vec![0, 1])
 }
 
 fn call(d: &Device, f: FileId, c: &Caller, cmd: u32, arg: &[u8]) -> Result<IoctlReply, Errno> {

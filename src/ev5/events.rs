@@ -11,59 +11,13 @@
 //! - Issue-slot events (split/single/dual/triple/quad issue) and replays have
 //!   no generic host event; a site event map can bind them to raw events.
 
-use crate::model::{AlphaEvent, Candidate, Fidelity, HostEvent as H, Scale, Term};
-
-const fn exact(terms: &'static [Term], formula: &'static str) -> Candidate {
-    Candidate {
-        terms,
-        fidelity: Fidelity::Exact,
-        formula,
-    }
-}
-const fn approx(terms: &'static [Term], formula: &'static str) -> Candidate {
-    Candidate {
-        terms,
-        fidelity: Fidelity::Approximate,
-        formula,
-    }
-}
+use crate::model::{
+    AlphaEvent, Candidate, HostEvent as H, Scale, Term, approx, event, exact, unavailable,
+};
 
 const CYCLES: &[Candidate] = crate::ev4::CYCLES;
 const NO_GENERIC: &str = "no generic host event counts it; bind a raw event in the site event map";
 const SCACHE: &str = "the Scache is the 21164's on-chip second level; generic host cache events are L1 or last level only; bind a raw L2 event in the site event map";
-
-const fn event(
-    name: &'static str,
-    code: u64,
-    counter: u8,
-    description: &'static str,
-    candidates: &'static [Candidate],
-) -> AlphaEvent {
-    AlphaEvent {
-        name,
-        code,
-        counter,
-        description,
-        candidates,
-        unavailable_because: "",
-    }
-}
-const fn unavailable(
-    name: &'static str,
-    code: u64,
-    counter: u8,
-    description: &'static str,
-    why: &'static str,
-) -> AlphaEvent {
-    AlphaEvent {
-        name,
-        code,
-        counter,
-        description,
-        candidates: &[],
-        unavailable_because: why,
-    }
-}
 
 /// Counter 0 (`PCNT5MUX` bit 31), all implementations.
 pub static MUX0_EVENTS: &[AlphaEvent] = &[

@@ -1,54 +1,9 @@
 //! The EV6 and EV67 event tables (seed 002) with their host candidates in
 //! order (contract §7).
 
-use crate::model::{AlphaEvent, Candidate, Fidelity, HostEvent as H, Scale, Term};
-
-const fn exact(terms: &'static [Term], formula: &'static str) -> Candidate {
-    Candidate {
-        terms,
-        fidelity: Fidelity::Exact,
-        formula,
-    }
-}
-const fn approx(terms: &'static [Term], formula: &'static str) -> Candidate {
-    Candidate {
-        terms,
-        fidelity: Fidelity::Approximate,
-        formula,
-    }
-}
-const fn event(
-    name: &'static str,
-    code: u64,
-    counter: u8,
-    description: &'static str,
-    candidates: &'static [Candidate],
-) -> AlphaEvent {
-    AlphaEvent {
-        name,
-        code,
-        counter,
-        description,
-        candidates,
-        unavailable_because: "",
-    }
-}
-const fn unavailable(
-    name: &'static str,
-    code: u64,
-    counter: u8,
-    description: &'static str,
-    why: &'static str,
-) -> AlphaEvent {
-    AlphaEvent {
-        name,
-        code,
-        counter,
-        description,
-        candidates: &[],
-        unavailable_because: why,
-    }
-}
+use crate::model::{
+    AlphaEvent, Candidate, HostEvent as H, Scale, Term, approx, event, exact, unavailable,
+};
 
 const CYCLES: &[Candidate] = crate::ev4::CYCLES;
 const RETIRED: &[Candidate] = &[exact(

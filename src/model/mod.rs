@@ -7,7 +7,9 @@ mod host;
 mod implementation;
 mod resolve;
 
-pub use event::{AlphaEvent, Candidate, Fidelity, Scale, Term, evaluate};
+pub use event::{
+    AlphaEvent, Candidate, Fidelity, Scale, Term, approx, evaluate, event, exact, unavailable,
+};
 pub use host::HostEvent;
 pub use implementation::{Family, Implementation};
 pub use resolve::{EventMap, EventMapError, HostSupport, Resolution, ResolvedEvent, resolve};
