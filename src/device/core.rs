@@ -19,6 +19,18 @@ use zerocopy::{Immutable, IntoBytes};
 
 pub type FileId = u64;
 
+/// What an enabling ioctl does to the raw counters it turns on.
+pub(super) enum RawStart<'a> {
+    Keep,
+    /// `RESTART`: zero them.
+    Zero,
+    /// `ENABWRITE`: write `values` on `cpus`.
+    Write {
+        cpus: &'a [u32],
+        values: &'a [u64],
+    },
+}
+
 /// PCNTCALLER ranges a kernel profile may have (contract §6).
 pub const MAX_CALLER_RANGES: usize = 4;
 
@@ -811,6 +823,42 @@ impl Device {
     /// `selected` counters on `cpus` to `values` modulo the period, so the
     /// next interrupt comes after `period - value` events: `2^width - value`
     /// at the full-width periods, as on the chip. Interrupt counts stay.
+    /// `PCNT?ENABLE`, `PCNT?RESTART` and `PCNT6ENABWRITE`: turn the
+    /// `selected` counters on, set their raw counters as `start` says, and
+    /// start counting as `PCNTRENABLE` would (privilege checked when counting
+    /// starts).
+    pub(super) fn enable_counters(
+        &self,
+        file: &mut OpenFile,
+        tallies: &mut [CpuTally],
+        saved: &mut CounterState,
+        caller: &Caller,
+        selected: &[bool],
+        start: RawStart<'_>,
+    ) -> Result<IoctlReply, DeviceError> {
+        if !selected.contains(&true) {
+            return Ok(IoctlReply::none());
+        }
+        if !file.enabled {
+            self.check_may_enable(file, caller)?;
+        }
+        let mut registers = file.registers.clone();
+        for (on, s) in registers.on.iter_mut().zip(selected) {
+            *on |= s;
+        }
+        self.apply_registers(file, tallies, saved, registers, |f, t| {
+            match start {
+                RawStart::Keep => {}
+                RawStart::Zero => {
+                    let cpus = f.cpus.clone();
+                    Self::preload(f, t, &cpus, selected, &[0; MAX_COUNTERS]);
+                }
+                RawStart::Write { cpus, values } => Self::preload(f, t, cpus, selected, values),
+            }
+            f.enabled = true;
+        })
+    }
+
     pub(super) fn preload(
         file: &OpenFile,
         tallies: &mut [CpuTally],

@@ -15,7 +15,7 @@
 //! raw`).
 
 use super::caller::Caller;
-use super::core::{Device, IoctlReply};
+use super::core::{Device, IoctlReply, RawStart};
 use super::open_file::{CounterState, OpenFile, Scope};
 use super::tally::CpuTally;
 use crate::backend::ModeFilter;
@@ -92,8 +92,22 @@ impl Device {
                 }
                 self.apply_registers(file, tallies, saved, registers, none)
             }
-            Ev5Request::Enable(word) => self.ev5_enable(file, tallies, saved, caller, word, false),
-            Ev5Request::Restart(word) => self.ev5_enable(file, tallies, saved, caller, word, true),
+            Ev5Request::Enable(word) => self.enable_counters(
+                file,
+                tallies,
+                saved,
+                caller,
+                &ev5::selected(word),
+                RawStart::Keep,
+            ),
+            Ev5Request::Restart(word) => self.enable_counters(
+                file,
+                tallies,
+                saved,
+                caller,
+                &ev5::selected(word),
+                RawStart::Zero,
+            ),
             Ev5Request::Clear(word) => {
                 let sel = ev5::selected(word);
                 let registers = file.registers.clone();
@@ -120,38 +134,6 @@ impl Device {
             Ev5Request::GetCnt { addr } => self.ev5_counts(file, tallies, addr, false),
             Ev5Request::ReadCntrs { addr } => self.ev5_counts(file, tallies, addr, true),
         }
-    }
-
-    /// `PCNT5ENABLE` / `PCNT5RESTART`: turn the selected counters on (RESTART
-    /// zeroes them first) and start counting, as `PCNTRENABLE` would.
-    fn ev5_enable(
-        &self,
-        file: &mut OpenFile,
-        tallies: &mut [CpuTally],
-        saved: &mut CounterState,
-        caller: &Caller,
-        word: u64,
-        zero: bool,
-    ) -> Result<IoctlReply, DeviceError> {
-        let sel = ev5::selected(word);
-        if !sel.contains(&true) {
-            return Ok(IoctlReply::none());
-        }
-        if !file.enabled {
-            // As PCNTRENABLE: checked when counting would start.
-            self.check_may_enable(file, caller)?;
-        }
-        let mut registers = file.registers.clone();
-        for (on, s) in registers.on.iter_mut().zip(sel) {
-            *on |= s;
-        }
-        self.apply_registers(file, tallies, saved, registers, |f, t| {
-            if zero {
-                let cpus = f.cpus.clone();
-                Self::preload(f, t, &cpus, &sel, &[0; 3]);
-            }
-            f.enabled = true;
-        })
     }
 
     /// `PCNT5GETCNT` (interrupts) and `PCNT5READCNTRS` (full counts).

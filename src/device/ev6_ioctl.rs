@@ -9,7 +9,7 @@
 //! 20) + raw` is the event count.
 
 use super::caller::Caller;
-use super::core::{Device, IoctlReply};
+use super::core::{Device, IoctlReply, RawStart};
 use super::open_file::{CounterState, OpenFile};
 use super::tally::CpuTally;
 use crate::ev6;
@@ -50,23 +50,36 @@ impl Device {
                 }
                 self.apply_registers(file, tallies, saved, registers, none)
             }
-            Ev6Request::Enable(word) => {
-                self.ev6_enable(file, tallies, saved, caller, word, None, false)
-            }
-            Ev6Request::Restart(word) => {
-                self.ev6_enable(file, tallies, saved, caller, word, None, true)
-            }
+            Ev6Request::Enable(word) => self.enable_counters(
+                file,
+                tallies,
+                saved,
+                caller,
+                &ev6::selected(word),
+                RawStart::Keep,
+            ),
+            Ev6Request::Restart(word) => self.enable_counters(
+                file,
+                tallies,
+                saved,
+                caller,
+                &ev6::selected(word),
+                RawStart::Zero,
+            ),
             Ev6Request::EnabWrite(u) => {
                 let cpus = Self::pmctrs_cpus(file, u.cpu())?;
                 let values = [u.cntr0(), u.cntr1()];
-                self.ev6_enable(
+                let start = RawStart::Write {
+                    cpus: &cpus,
+                    values: &values,
+                };
+                self.enable_counters(
                     file,
                     tallies,
                     saved,
                     caller,
-                    u.select(),
-                    Some((cpus, values)),
-                    false,
+                    &ev6::selected(u.select()),
+                    start,
                 )
             }
             Ev6Request::Clear(word) => {
@@ -95,44 +108,6 @@ impl Device {
             Ev6Request::GetCnt { addr } => self.ev6_counts(file, tallies, addr, false),
             Ev6Request::ReadCntrs { addr } => self.ev6_counts(file, tallies, addr, true),
         }
-    }
-
-    /// `PCNT6ENABLE`, `PCNT6RESTART` (zero first) and `PCNT6ENABWRITE` (write
-    /// first): turn the selected counters on and start counting, as
-    /// `PCNTRENABLE` would.
-    #[allow(clippy::too_many_arguments)]
-    fn ev6_enable(
-        &self,
-        file: &mut OpenFile,
-        tallies: &mut [CpuTally],
-        saved: &mut CounterState,
-        caller: &Caller,
-        word: u64,
-        write: Option<(Vec<u32>, [u64; 2])>,
-        zero: bool,
-    ) -> Result<IoctlReply, DeviceError> {
-        let sel = ev6::selected(word);
-        if !sel.contains(&true) {
-            return Ok(IoctlReply::none());
-        }
-        if !file.enabled {
-            // As PCNTRENABLE: checked when counting would start.
-            self.check_may_enable(file, caller)?;
-        }
-        let mut registers = file.registers.clone();
-        for (on, s) in registers.on.iter_mut().zip(sel) {
-            *on |= s;
-        }
-        self.apply_registers(file, tallies, saved, registers, |f, t| {
-            if zero {
-                let cpus = f.cpus.clone();
-                Self::preload(f, t, &cpus, &sel, &[0; 2]);
-            }
-            if let Some((cpus, values)) = &write {
-                Self::preload(f, t, cpus, &sel, values);
-            }
-            f.enabled = true;
-        })
     }
 
     /// `PCNT6GETCNT` (interrupts) and `PCNT6READCNTRS` (full counts).
