@@ -3,48 +3,19 @@
 
 mod common;
 
-use common::{Daemon, can_run, counts_line, run, text, value};
+use common::{
+    Daemon, can_run, counts_line, info, ioctl, ioctl_long, open_device, run, text, value,
+};
 use nix::sys::signal::Signal;
-use pfmd::ioctl::abi::{self, PfCntrs, PfmInfo};
+use pfmd::ioctl::abi::{self, PfCntrs};
 use pfmd::ioctl::numbers as n;
-use std::fs::{File, OpenOptions};
-use std::os::fd::AsRawFd;
+use std::fs::OpenOptions;
 use std::os::unix::fs::OpenOptionsExt;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 /// Nominal clock the tests pin, so expected interrupt counts are exact arithmetic.
 const MHZ: u64 = 2000;
-
-fn open_device(daemon: &Daemon, mode: i32) -> std::io::Result<File> {
-    OpenOptions::new()
-        .read(true)
-        .custom_flags(mode)
-        .open(&daemon.device)
-}
-
-/// `ioctl(fd, cmd, arg)` as a legacy client makes it.
-fn ioctl(file: &File, cmd: u32, arg: *mut libc::c_void) -> Result<(), nix::errno::Errno> {
-    // SAFETY: every `arg` below points at live memory of the size the command
-    // declares, or is deliberately bad to provoke EFAULT from the daemon,
-    // which never lets the kernel dereference it (restricted FUSE ioctl).
-    let r = unsafe { libc::ioctl(file.as_raw_fd(), cmd as libc::c_ulong, arg) };
-    if r < 0 {
-        Err(nix::errno::Errno::last())
-    } else {
-        Ok(())
-    }
-}
-
-fn ioctl_long(file: &File, cmd: u32, mut value: u64) -> Result<(), nix::errno::Errno> {
-    ioctl(file, cmd, (&mut value as *mut u64).cast())
-}
-
-fn info(file: &File) -> PfmInfo {
-    let mut info = PfmInfo::default();
-    ioctl(file, n::PCNTGETINFO, (&mut info as *mut PfmInfo).cast()).unwrap();
-    info
-}
 
 #[test]
 fn conformance_program_reports_zero_failed() {
@@ -171,17 +142,21 @@ fn one_mode_needs_a_thread_bound_to_one_cpu() {
     let c0 = value(line, "pf_cntr0").unwrap();
     // LOGALL on CPU 1 for at least the 200 ms busy loop: ≥ 200ms x 2 GHz / 4096.
     assert!(c0 >= 200 * 2_000_000 / 4096 * 9 / 10, "{stdout}");
-    let out = run(Command::new("taskset")
-        .args(["-c", "0,1"])
-        .arg(common::c_program("ev4count"))
-        .args(["-one", "-ms", "10"])
-        .env("PFM_DEVICE", &daemon.device));
-    assert!(!out.status.success());
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("EINVAL"),
-        "{}",
-        text(&out)
-    );
+    // A thread allowed on two CPUs cannot open ONE.
+    let device = daemon.device.clone();
+    let refused = std::thread::spawn(move || {
+        let mut both = nix::sched::CpuSet::new();
+        both.set(0).unwrap();
+        both.set(1).unwrap();
+        nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &both).unwrap();
+        OpenOptions::new()
+            .read(true)
+            .custom_flags(abi::PCNTOPENONE)
+            .open(device)
+    })
+    .join()
+    .unwrap();
+    assert_eq!(refused.unwrap_err().raw_os_error(), Some(libc::EINVAL));
 }
 
 #[test]
@@ -234,10 +209,18 @@ fn client_sigkill_frees_the_device_and_the_daemon_lives_on() {
     let mut client = daemon
         .client("ev4count")
         .args(["-ms", "20000"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
     let deadline = Instant::now() + Duration::from_secs(10);
     while open_device(&daemon, abi::PCNTOPENALL).is_ok() {
+        if let Some(status) = client.try_wait().unwrap() {
+            panic!(
+                "client exited {status}: {}",
+                text(&client.wait_with_output().unwrap())
+            );
+        }
         assert!(
             Instant::now() < deadline,
             "the client never opened the device"
@@ -269,7 +252,7 @@ fn restart_after_daemon_sigkill_replaces_the_dead_mount() {
     let mut daemon = Daemon::start(&[]);
     daemon.signal(Signal::SIGKILL);
     daemon.wait();
-    let err = std::fs::metadata(&daemon.device).unwrap_err();
+    let err = open_device(&daemon, abi::PCNTOPENALL).unwrap_err();
     assert_eq!(
         err.raw_os_error(),
         Some(libc::ENOTCONN),

@@ -40,7 +40,7 @@ static int fds[16], nfds;		/* descriptors the row holds */
 static char *map;			/* guard-page mapping the row holds */
 static size_t maplen;
 static cpu_set_t wide;			/* every CPU this process may run on */
-static int nwide, first_cpu;
+static int nwide, first_cpu, second_cpu;
 
 /* What PCNTGETINFO said (EV4 and the CPU count if it could not be asked). */
 static int have_info;
@@ -339,6 +339,23 @@ text_anchor(void)
 {
 }
 
+/* Does this process hold CAP_PERFMON or CAP_SYS_ADMIN (which allow LOGALL)? */
+static int
+perf_capable(void)
+{
+	FILE *f;
+	char line[256];
+	unsigned long long cap = 0;
+
+	if ((f = fopen("/proc/self/status", "r")) == 0)
+		return 0;
+	while (fgets(line, sizeof line, f))
+		if (sscanf(line, "CapEff: %llx", &cap) == 1)
+			break;
+	fclose(f);
+	return (cap >> 38 & 1) || (cap >> 21 & 1);
+}
+
 static int
 paranoid(void)
 {
@@ -581,6 +598,15 @@ busy_rows(void)
 	if ((fd = must_open(PCNTOPENALL, "open")) >= 0) {
 		dclose(fd);
 		fd = sopen(PCNTOPENALL);
+		expect(0, fd < 0 ? -fd : 0);
+	}
+
+	begin("one_other_cpu_same_process_ok");
+	if (nwide < 2)
+		skip("only one CPU here");
+	else if (bind_cpu(first_cpu) == 0 && (fd = must_open(PCNTOPENONE, "first open")) >= 0 &&
+	    bind_cpu(second_cpu) == 0) {
+		fd = sopen(PCNTOPENONE);
 		expect(0, fd < 0 ? -fd : 0);
 	}
 
@@ -945,7 +971,11 @@ failed:
 	}
 }
 
-/* Section 8: system-wide counting needs privilege (an ordinary user only). */
+/*
+ * Section 8: system-wide counting needs privilege (an ordinary user only).
+ * A user in pfmd's --allow-group is allowed it too: run these rows as
+ * someone who is not.
+ */
 static void
 access_rows(void)
 {
@@ -956,6 +986,8 @@ access_rows(void)
 		why = "running as root: root may count system-wide";
 	else if (par <= 0)
 		why = "perf_event_paranoid <= 0 allows system-wide counting";
+	else if (perf_capable())
+		why = "CAP_PERFMON or CAP_SYS_ADMIN allows system-wide counting";
 
 	begin("eacces_logall");
 	if (why)
@@ -1009,6 +1041,9 @@ main(void)
 	nwide = CPU_COUNT(&wide);
 	for (first_cpu = 0; first_cpu < CPU_SETSIZE; first_cpu++)
 		if (CPU_ISSET(first_cpu, &wide))
+			break;
+	for (second_cpu = first_cpu + 1; second_cpu < CPU_SETSIZE; second_cpu++)
+		if (CPU_ISSET(second_cpu, &wide))
 			break;
 	printf("# device %s, %d CPUs usable, uid %d\n", device, nwide, (int)geteuid());
 

@@ -16,6 +16,10 @@
  *	-ms N			busy-loop N ms of CPU time (default 200) ...
  *	-- command		... or run this command and wait for it.
  *
+ * An ordinary user may not count the whole system unless pfmd allows it
+ * (kernel.perf_event_paranoid, CAP_PERFMON, pfmd --allow-group): PCNTLOGALL
+ * then fails with EACCES and -select is the way.
+ *
  * EVENT is a name (PF_CYCLES or cycles) or a number.  Output, one line per
  * element of the PCNTGETCNT array:
  *

@@ -1,7 +1,10 @@
 //! A scripted backend for unit tests of the device state machine: tests move
 //! per-CPU event totals forward and groups see them while enabled.
 
-use super::{Backend, BackendError, CountingGroup, GroupReading, GroupSpec, Target};
+use super::{
+    Backend, BackendError, CountingGroup, GroupReading, GroupSpec, Sample, SampleSink, SamplerSpec,
+    SamplingStream, Target,
+};
 use crate::model::{HostEvent, HostSupport};
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -12,6 +15,24 @@ struct World {
     totals: HashMap<(u32, Target, HostEvent), u64>,
     opened: Vec<GroupSpec>,
     contended: bool,
+    samplers: Vec<MockSamplerSlot>,
+    /// (time_enabled, time_running) every read reports.
+    times: Option<(u64, u64)>,
+}
+
+#[derive(Clone)]
+struct MockSamplerSlot {
+    spec: SamplerSpec,
+    sink: Arc<dyn SampleSink>,
+    enabled: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl std::fmt::Debug for MockSamplerSlot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MockSamplerSlot")
+            .field("spec", &self.spec)
+            .finish()
+    }
 }
 
 /// The mock host. Clones share one world.
@@ -40,8 +61,41 @@ impl MockBackend {
             .or_default() += count;
     }
 
+    /// Makes every read report these times (multiplexing, or a per-thread
+    /// group whose thread ran on another CPU).
+    pub fn set_times(&self, time_enabled: u64, time_running: u64) {
+        self.world.lock().unwrap().times = Some((time_enabled, time_running));
+    }
+
     pub fn set_contended(&self, contended: bool) {
         self.world.lock().unwrap().contended = contended;
+    }
+
+    /// Delivers `sample` to every enabled (hence open) sampler for its CPU
+    /// and `target`, as many times as `ticks`.
+    pub fn emit(&self, target: Target, sample: Sample, ticks: u64) {
+        let slots: Vec<MockSamplerSlot> = self.world.lock().unwrap().samplers.clone();
+        for slot in slots {
+            if slot.enabled.load(std::sync::atomic::Ordering::SeqCst)
+                && slot.spec.cpu == sample.cpu
+                && slot.spec.target == target
+            {
+                for _ in 0..ticks {
+                    slot.sink.sample(&sample);
+                }
+            }
+        }
+    }
+
+    /// Every sampler spec opened so far.
+    pub fn sampler_specs(&self) -> Vec<SamplerSpec> {
+        self.world
+            .lock()
+            .unwrap()
+            .samplers
+            .iter()
+            .map(|s| s.spec.clone())
+            .collect()
     }
 
     /// Every group spec opened so far.
@@ -105,10 +159,12 @@ impl CountingGroup for MockGroup {
             .disabled_at
             .clone()
             .unwrap_or_else(|| self.backend.totals(&self.spec));
+        let (time_enabled, time_running) =
+            self.backend.world.lock().unwrap().times.unwrap_or((1, 1));
         Ok(GroupReading {
             values: now.iter().zip(&self.hidden).map(|(n, h)| n - h).collect(),
-            time_enabled: 1,
-            time_running: 1,
+            time_enabled,
+            time_running,
         })
     }
 }
@@ -137,4 +193,55 @@ impl Backend for MockBackend {
     fn hardware_contended(&self, _cpus: &[u32]) -> bool {
         self.world.lock().unwrap().contended
     }
+
+    fn open_sampler(
+        &self,
+        spec: &SamplerSpec,
+        sink: Arc<dyn SampleSink>,
+    ) -> Result<Box<dyn SamplingStream>, BackendError> {
+        if !self.available.contains(&spec.event) {
+            return Err(BackendError::Open {
+                event: spec.event,
+                cpu: spec.cpu,
+                errno: nix::errno::Errno::ENOENT,
+            });
+        }
+        let enabled = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        self.world.lock().unwrap().samplers.push(MockSamplerSlot {
+            spec: spec.clone(),
+            sink,
+            enabled: enabled.clone(),
+        });
+        Ok(Box::new(MockSampler { enabled }))
+    }
+
+    fn max_sample_rate(&self) -> u64 {
+        100_000
+    }
+}
+
+struct MockSampler {
+    enabled: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Drop for MockSampler {
+    /// A closed sampler delivers nothing more.
+    fn drop(&mut self) {
+        self.enabled
+            .store(false, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+impl SamplingStream for MockSampler {
+    fn enable(&mut self) -> Result<(), BackendError> {
+        self.enabled
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        Ok(())
+    }
+    fn disable(&mut self) -> Result<(), BackendError> {
+        self.enabled
+            .store(false, std::sync::atomic::Ordering::SeqCst);
+        Ok(())
+    }
+    fn drain(&mut self) {}
 }

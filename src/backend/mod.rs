@@ -96,8 +96,61 @@ pub trait CountingGroup: Send {
     fn read(&mut self) -> Result<GroupReading, BackendError>;
 }
 
+/// A request for one sampling event: every `period` host events of `event`
+/// on `cpu` for `target`, one sample (one Alpha counter "interrupt" tick).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SamplerSpec {
+    pub target: Target,
+    pub cpu: u32,
+    pub event: HostEvent,
+    pub period: u64,
+    pub modes: ModeFilter,
+    /// Record a one-deep kernel callchain (caller attribution).
+    pub callchain: bool,
+    pub shared: bool,
+}
+
+/// One sample as the histograms need it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Sample {
+    pub ip: u64,
+    pub pid: u32,
+    pub tid: u32,
+    pub cpu: u32,
+    /// Taken in user mode (else kernel or hypervisor).
+    pub user: bool,
+    /// The kernel caller of `ip` (the first return address of the callchain).
+    pub caller: Option<u64>,
+}
+
+/// Where a sampler delivers. Called from the backend's sampler thread or from
+/// [`SamplingStream::drain`]; must not block on anything slow.
+pub trait SampleSink: Send + Sync {
+    fn sample(&self, sample: &Sample);
+    /// PERF_RECORD_LOST: `records` samples the kernel could not store.
+    fn lost(&self, records: u64);
+    /// PERF_RECORD_THROTTLE: the kernel slowed the event down.
+    fn throttled(&self);
+}
+
+/// A live sampling event. Created disabled.
+pub trait SamplingStream: Send {
+    fn enable(&mut self) -> Result<(), BackendError>;
+    fn disable(&mut self) -> Result<(), BackendError>;
+    /// Delivers every sample already in the buffer now, so a reader sees all
+    /// samples up to this moment.
+    fn drain(&mut self);
+}
+
 /// The host's counting facility.
 pub trait Backend: HostSupport + Send + Sync {
+    fn open_sampler(
+        &self,
+        spec: &SamplerSpec,
+        sink: std::sync::Arc<dyn SampleSink>,
+    ) -> Result<Box<dyn SamplingStream>, BackendError>;
+    /// Samples per second per CPU the kernel allows (`perf_event_max_sample_rate`).
+    fn max_sample_rate(&self) -> u64;
     fn open_group(&self, spec: &GroupSpec) -> Result<Box<dyn CountingGroup>, BackendError>;
     /// True when another perf user holds the hardware counters on any of
     /// `cpus` so that pinned events of ours would never run (contract §2).

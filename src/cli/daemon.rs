@@ -6,18 +6,11 @@ use crate::backend::perf::PerfBackend;
 use crate::device::Device;
 use crate::device::cuse::{CuseError, CuseOptions, CuseTransport};
 use crate::device::fuse::{FuseOptions, FuseTransport};
-use crate::model::Family;
 use nix::sys::signal::{SigSet, Signal};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 pub fn run(args: &Args) -> Result<(), StartError> {
-    if args.model.family() != Family::Ev4 {
-        return Err(StartError::Config(format!(
-            "--model {} is not implemented yet: this pfmd emulates ev4 and ev45",
-            args.model
-        )));
-    }
     // Block the stop signals before any thread starts, so every thread
     // inherits the mask and only the sigwait below sees them.
     let mut stop = SigSet::empty();

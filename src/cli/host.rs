@@ -85,5 +85,21 @@ pub fn device_config(args: &Args) -> Result<DeviceConfig, StartError> {
         online_cpus: online_cpus()?,
         policy: policy(args)?,
         event_map: event_map(args)?,
+        max_profile_bytes: args.max_profile_bytes,
+        kernel_text: kernel_text(),
     })
+}
+
+/// `[_stext, _etext)` from /proc/kallsyms (real addresses need root).
+pub fn kernel_text() -> Option<(u64, u64)> {
+    let text = std::fs::read_to_string("/proc/kallsyms").ok()?;
+    let symbol = |name: &str| {
+        text.lines().find_map(|l| {
+            let mut w = l.split_whitespace();
+            let addr = u64::from_str_radix(w.next()?, 16).ok()?;
+            (w.nth(1)? == name && addr != 0).then_some(addr)
+        })
+    };
+    let range = (symbol("_stext")?, symbol("_etext")?);
+    (range.0 < range.1).then_some(range)
 }

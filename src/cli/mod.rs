@@ -52,12 +52,18 @@ pub struct Args {
     /// (default: /etc/pfm/events.map if it exists).
     #[arg(long)]
     pub event_map: Option<PathBuf>,
+    /// Largest PC-profile histogram one open may allocate, in bytes (ENOMEM past it).
+    #[arg(long, default_value_t = 64 << 20)]
+    pub max_profile_bytes: u64,
     /// Reader threads (FUSE and CUSE).
     #[arg(long, default_value_t = 4)]
     pub threads: usize,
     /// Print the active model's events and what this host counts for each, then exit.
     #[arg(long)]
     pub list_events: bool,
+    /// With --list-events: print the listing as JSON.
+    #[arg(long, requires = "list_events")]
+    pub json: bool,
     /// Print the current event mapping in the --event-map file format, then exit.
     #[arg(long)]
     pub print_event_map: bool,

@@ -2,18 +2,37 @@
 //! errno out. Transports (FUSE, CUSE) only translate to and from it.
 
 use super::caller::{Caller, SecurityPolicy};
-use super::open_file::{OpenFile, OpenMode, Scope, Selected};
+use super::histogram::{Profile, ProfileMode};
+use super::open_file::{CounterState, OpenFile, OpenMode, Registers, Scope, Selected};
 use super::tally::{CpuTally, MAX_COUNTERS, Tally};
 use crate::backend::Backend;
-use crate::ev4;
-use crate::ioctl::abi::{self, PFM_COUNTERS, PFM_IPL, PFM_PROFILING, PfmInfo};
+use crate::ev6::profile_me;
+use crate::ev6::sampling::SamplingHardware;
+use crate::ioctl::abi::{self, PFM_COUNTERS, PFM_IPL, PFM_PROFILING, PfIpls, PfmInfo};
 use crate::ioctl::{DeviceError, Request, decode, numbers};
 use crate::model::{CounterSetting, EventMap, Family, Implementation, Resolution, resolve};
+use crate::{ev4, ev5, ev6};
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard};
-use zerocopy::IntoBytes;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
+use std::time::{Duration, Instant};
+use zerocopy::{Immutable, IntoBytes};
 
 pub type FileId = u64;
+
+/// What an enabling ioctl does to the raw counters it turns on.
+pub(super) enum RawStart<'a> {
+    Keep,
+    /// `RESTART`: zero them.
+    Zero,
+    /// `ENABWRITE`: write `values` on `cpus`.
+    Write {
+        cpus: &'a [u32],
+        values: &'a [u64],
+    },
+}
+
+/// PCNTCALLER ranges a kernel profile may have (contract §6).
+pub const MAX_CALLER_RANGES: usize = 4;
 
 /// Fixed facts the device is built with.
 #[derive(Debug, Clone)]
@@ -26,6 +45,10 @@ pub struct DeviceConfig {
     pub online_cpus: Vec<u32>,
     pub policy: SecurityPolicy,
     pub event_map: EventMap,
+    /// Largest profile histogram one open may allocate (`--max-profile-bytes`).
+    pub max_profile_bytes: u64,
+    /// Kernel text `[_stext, _etext)` from /proc/kallsyms, if readable.
+    pub kernel_text: Option<(u64, u64)>,
 }
 
 /// Bytes to store at an address the caller passed (pointer arguments).
@@ -69,14 +92,23 @@ struct State {
     tallies: Vec<CpuTally>,
     /// The last selection made: a new open starts with it, as the chip's mux
     /// register keeps its value across opens.
-    selection: [Option<Selected>; MAX_COUNTERS],
+    selection: CounterState,
 }
 
 pub struct Device {
     config: DeviceConfig,
     backend: Arc<dyn Backend>,
     state: Mutex<State>,
+    /// IBS/PEBS, probed on first need (EV67 profile-me statistics).
+    sampling: OnceLock<SamplingHardware>,
+    /// Signalled on every release, for opens waiting out a close in flight.
+    released: Condvar,
 }
+
+/// How long an open waits for CPUs a just-closed file still holds: FUSE sends
+/// RELEASE after close(2) has returned, so without this a close-then-open
+/// sequence (ordinary for a kernel driver) would race into EBUSY.
+const RELEASE_GRACE: Duration = Duration::from_millis(50);
 
 fn now_cycles(khz: u64) -> u64 {
     // CLOCK_MONOTONIC cannot fail on Linux; 0 would only make pr_cycle stale.
@@ -101,13 +133,29 @@ impl Device {
             next_id: 1,
             holder: vec![None; slots],
             tallies: vec![CpuTally::default(); slots],
-            selection: Default::default(),
+            selection: CounterState {
+                registers: Registers::new(first_periods(config.implementation)),
+                counters: Default::default(),
+            },
         };
         Device {
             config,
             backend,
             state: Mutex::new(state),
+            sampling: OnceLock::new(),
+            released: Condvar::new(),
         }
+    }
+
+    /// The host's instruction-sampling hardware (probed once).
+    pub fn sampling_hardware(&self) -> SamplingHardware {
+        *self.sampling.get_or_init(SamplingHardware::probe)
+    }
+
+    /// Fixes what [`Device::sampling_hardware`] reports (tests).
+    #[cfg(test)]
+    pub(super) fn assume_sampling_hardware(&self, hardware: SamplingHardware) {
+        let _ = self.sampling.set(hardware);
     }
 
     pub fn config(&self) -> &DeviceConfig {
@@ -142,10 +190,19 @@ impl Device {
             OpenMode::Each | OpenMode::All => self.config.online_cpus.clone(),
         };
         let mut st = self.lock();
-        if let Some(cpu) = cpus.iter().find(|&&c| st.holder[c as usize].is_some()) {
-            return Err(DeviceError::Busy(format!(
-                "cpu {cpu} is held by another open"
-            )));
+        let deadline = Instant::now() + RELEASE_GRACE;
+        while let Some(&cpu) = cpus.iter().find(|&&c| st.holder[c as usize].is_some()) {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(DeviceError::Busy(format!(
+                    "cpu {cpu} is held by another open"
+                )));
+            }
+            st = self
+                .released
+                .wait_timeout(st, left)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
         }
         let shared = if self.backend.hardware_contended(&cpus) {
             if !creds.perf_privileged() {
@@ -166,7 +223,14 @@ impl Device {
         for &cpu in &cpus {
             st.holder[cpu as usize] = Some(id);
         }
-        let file = OpenFile::new(creds.tgid, mode, cpus, st.selection.clone(), shared);
+        let file = OpenFile::new(
+            creds.tgid,
+            mode,
+            cpus,
+            st.selection.reopened(),
+            shared,
+            self.config.configured_cpus,
+        );
         st.files.insert(id, file);
         tracing::info!(file = id, tid = caller.tid(), ?mode, "opened");
         Ok(id)
@@ -192,21 +256,35 @@ impl Device {
             *slot = None;
         }
         tracing::info!(file = id, pid = file.tgid, "closed");
+        self.released.notify_all();
     }
 
-    /// `read(2)`: the profile buckets (contract §6); nothing while profiling is off.
+    /// `read(2)`: the profile buckets from byte 0 on every call, whatever the
+    /// file offset (contract §6). A large read reaches us in pieces whose
+    /// offsets count up from 0 within the call; the piece at offset 0 takes
+    /// the snapshot every later piece of the same call is served from.
     pub fn read(
         &self,
         id: FileId,
         _caller: &Caller,
-        _offset: u64,
-        _size: u32,
+        offset: u64,
+        size: u32,
     ) -> Result<Vec<u8>, DeviceError> {
-        let st = self.lock();
-        st.files
-            .get(&id)
+        let mut st = self.lock();
+        let file = st
+            .files
+            .get_mut(&id)
             .ok_or_else(|| DeviceError::invalid("no such open file"))?;
-        Ok(Vec::new())
+        if offset == 0 {
+            file.drain_samples();
+            file.read_snapshot = file.histograms.lock().profile_bytes();
+        }
+        let snapshot = &file.read_snapshot;
+        let start = usize::try_from(offset)
+            .unwrap_or(usize::MAX)
+            .min(snapshot.len());
+        let end = start.saturating_add(size as usize).min(snapshot.len());
+        Ok(snapshot[start..end].to_vec())
     }
 
     /// One ioctl, decoded from its number and input bytes.
@@ -267,19 +345,16 @@ impl Device {
                 Ok(IoctlReply::none())
             }
             Request::Enable => {
-                if file.scope == Scope::LogAll
-                    && !policy.may_count_system_wide(caller.credentials()?)
-                {
-                    return Err(DeviceError::AccessDenied(
-                        "system-wide counting (LOGALL) is not allowed for this caller; select PCNTLOGSELECT first".into(),
-                    ));
+                if file.enabled {
+                    return Ok(IoctlReply::none());
                 }
-                if !file.enabled {
-                    file.enabled = true;
-                    if let Err(e) = file.start_counting(self.backend.as_ref()) {
-                        file.enabled = false;
-                        return Err(e);
-                    }
+                // Checked when counting would start: an open already counting
+                // was started by a caller allowed to.
+                self.check_may_enable(file, caller)?;
+                file.enabled = true;
+                if let Err(e) = file.start_counting(self.backend.as_ref(), self.config.cpu_khz) {
+                    file.enabled = false;
+                    return Err(e);
                 }
                 Ok(IoctlReply::none())
             }
@@ -334,17 +409,55 @@ impl Device {
                         st.tallies[cpu as usize].clear(now);
                     }
                 }
+                if file.items & PFM_IPL != 0 {
+                    file.drain_samples();
+                    file.histograms.lock().clear_ipl();
+                }
                 Ok(IoctlReply::none())
             }
-            Request::Caller => Err(DeviceError::invalid("PCNTCALLER needs kernel profiling on")),
-            Request::GetRsize => Ok(IoctlReply::out(0u64.as_bytes())),
-            Request::GetIplHis { .. } => {
+            Request::Caller => {
+                let profiling_kernel = file
+                    .histograms
+                    .lock()
+                    .profile
+                    .as_ref()
+                    .is_some_and(|p| p.mode == ProfileMode::Kernel);
+                if !profiling_kernel {
+                    return Err(DeviceError::invalid("PCNTCALLER needs kernel profiling on"));
+                }
+                self.reconfigure(file, &mut st.tallies, |f| {
+                    if let Some(p) = f.histograms.lock().profile.as_mut() {
+                        p.caller_mode = true;
+                    }
+                })
+            }
+            Request::GetRsize => {
+                // 0 when profiling is off or no range is set (contract §6).
+                let profiling = file.items & PFM_PROFILING != 0;
+                let bytes = file
+                    .histograms
+                    .lock()
+                    .profile
+                    .as_ref()
+                    .filter(|_| profiling)
+                    .map_or(0, |p| {
+                        p.buckets.iter().map(|b| b.len() as u64 * 4).sum::<u64>()
+                    });
+                Ok(IoctlReply::out(bytes.as_bytes()))
+            }
+            Request::GetIplHis { addr } => {
                 if file.items & PFM_IPL == 0 {
                     return Err(DeviceError::invalid("PCNTGETIPLHIS needs PFM_IPL selected"));
                 }
-                Err(DeviceError::NotSupported(
-                    "IPL histograms are not implemented yet".into(),
-                ))
+                file.drain_samples();
+                let out: Vec<PfIpls> = file
+                    .histograms
+                    .lock()
+                    .ipl
+                    .iter()
+                    .map(|&ipl| PfIpls { ipl })
+                    .collect();
+                Ok(IoctlReply::store(addr, out.as_bytes().to_vec()))
             }
             Request::SetItems(items) => {
                 if items & abi::PFM_ITEMS_MASK == 0 {
@@ -358,72 +471,64 @@ impl Device {
                         "profile-me statistic {profile_me} needs --model ev67"
                     )));
                 }
-                self.reconfigure(file, &mut st.tallies, |f| f.items = items)
-            }
-            Request::SetUaddr(_) | Request::SetKaddr(_) => {
-                Self::need_profiling(file)?;
-                Err(DeviceError::NotSupported(
-                    "PC profiling is not implemented yet".into(),
-                ))
-            }
-            Request::SetUrange(r) | Request::SetKrange(r) => {
-                Self::need_profiling(file)?;
-                if r.stride != 0 && !r.stride.is_power_of_two() {
-                    return Err(DeviceError::invalid(format!(
-                        "stride {} is not 0 or a power of two",
-                        r.stride
-                    )));
+                if let Some(plan) = profile_me::plan(profile_me, &self.sampling_hardware())? {
+                    tracing::info!(
+                        file = id,
+                        statistic = plan.statistic.name,
+                        method = ?plan.method,
+                        "profile-me statistic selected"
+                    );
                 }
-                Err(DeviceError::NotSupported(
-                    "PC profiling is not implemented yet".into(),
-                ))
+                self.reconfigure(file, &mut st.tallies, |f| {
+                    f.items = items;
+                    f.histograms.lock().ipl_on = items & PFM_IPL != 0;
+                })
+            }
+            Request::SetUaddr(r) => {
+                let stride = file.stride;
+                self.set_range(file, caller, ProfileMode::User, r.start, r.end, stride)
+            }
+            Request::SetKaddr(r) => {
+                let stride = file.stride;
+                self.set_range(file, caller, ProfileMode::Kernel, r.start, r.end, stride)
+            }
+            Request::SetUrange(r) => {
+                self.set_range(file, caller, ProfileMode::User, r.start, r.end, r.stride)
+            }
+            Request::SetKrange(r) => {
+                self.set_range(file, caller, ProfileMode::Kernel, r.start, r.end, r.stride)
             }
             Request::GetInfo => Ok(IoctlReply::out(self.info(file).as_bytes())),
             Request::Ev4(r) => self.ev4_request(file, &mut st.tallies, &mut st.selection, r),
-            Request::Ev5(_) | Request::Ev6(_) => Err(DeviceError::invalid(format!(
-                "the {} model's ioctls are not implemented yet",
-                self.config.implementation
-            ))),
-        }
-    }
-
-    fn need_profiling(file: &OpenFile) -> Result<(), DeviceError> {
-        if file.items & PFM_PROFILING == 0 {
-            return Err(DeviceError::invalid(
-                "the device is not open for profiling (PFM_PROFILING)",
-            ));
-        }
-        Ok(())
-    }
-
-    /// Resolves each enabled counter's event against the host. A disabled
-    /// counter's event was validated by the model and is never resolved.
-    pub(super) fn select(
-        &self,
-        settings: &[CounterSetting],
-    ) -> Result<[Option<Selected>; MAX_COUNTERS], DeviceError> {
-        let mut out: [Option<Selected>; MAX_COUNTERS] = Default::default();
-        for (slot, setting) in out.iter_mut().zip(settings).filter(|(_, s)| s.enabled) {
-            match resolve(setting.event, self.backend.as_ref(), &self.config.event_map) {
-                Resolution::Resolved(resolved) => {
-                    *slot = Some(Selected {
-                        resolved,
-                        period: setting.period,
-                    })
-                }
-                Resolution::Unavailable { event, reason } => {
-                    tracing::warn!(
-                        event = event.name,
-                        "selected event cannot be counted on this host: {reason}"
-                    );
-                    return Err(DeviceError::NotSupported(format!(
-                        "{}: {reason}",
-                        event.name
-                    )));
-                }
+            Request::Ev5(r) => {
+                self.ev5_request(file, &mut st.tallies, &mut st.selection, caller, r)
+            }
+            Request::Ev6(r) => {
+                self.ev6_request(file, &mut st.tallies, &mut st.selection, caller, r)
             }
         }
-        Ok(out)
+    }
+
+    /// Resolves a counter's event against the host; `EOPNOTSUPP` naming the
+    /// event when the host cannot count it. Only counters that count are
+    /// resolved: a disabled counter's event was validated by the model only.
+    fn resolve_setting(&self, setting: &CounterSetting) -> Result<Selected, DeviceError> {
+        match resolve(setting.event, self.backend.as_ref(), &self.config.event_map) {
+            Resolution::Resolved(resolved) => Ok(Selected {
+                resolved,
+                period: setting.period,
+            }),
+            Resolution::Unavailable { event, reason } => {
+                tracing::warn!(
+                    event = event.name,
+                    "selected event cannot be counted on this host: {reason}"
+                );
+                Err(DeviceError::NotSupported(format!(
+                    "{}: {reason}",
+                    event.name
+                )))
+            }
+        }
     }
 
     /// Applies a settings change: stop counting, change, start again if enabled.
@@ -433,12 +538,23 @@ impl Device {
         tallies: &mut [CpuTally],
         change: impl FnOnce(&mut OpenFile),
     ) -> Result<IoctlReply, DeviceError> {
+        self.reconfigure_with(file, tallies, |f, _| change(f))
+    }
+
+    /// As [`Device::reconfigure`], with the tallies at hand: when `change`
+    /// runs, every event counted so far is folded into them.
+    pub(super) fn reconfigure_with(
+        &self,
+        file: &mut OpenFile,
+        tallies: &mut [CpuTally],
+        change: impl FnOnce(&mut OpenFile, &mut [CpuTally]),
+    ) -> Result<IoctlReply, DeviceError> {
         let was_counting = file.counting();
         if was_counting {
             file.stop_counting(tallies, self.config.cpu_khz)?;
         }
-        change(file);
-        if let Err(e) = file.start_counting(self.backend.as_ref()) {
+        change(file, tallies);
+        if let Err(e) = file.start_counting(self.backend.as_ref(), self.config.cpu_khz) {
             // The settings stay; counting resumes at the next PCNTRENABLE.
             file.enabled = false;
             return Err(e);
@@ -466,47 +582,12 @@ impl Device {
             .collect())
     }
 
-    /// Lays per-CPU counts out as the mode wants: ONE and ALL one element
-    /// (ALL summed, latest `pr_cycle`), EACH one per configured CPU.
-    pub(super) fn arrange<T: Default>(
-        &self,
-        mode: OpenMode,
-        per_cpu: &[(u32, [Tally; MAX_COUNTERS], u64)],
-        element: impl Fn(&[Tally; MAX_COUNTERS], u64) -> T,
-    ) -> Vec<T> {
-        match mode {
-            OpenMode::Each => {
-                let mut out: Vec<T> = (0..self.config.configured_cpus)
-                    .map(|_| T::default())
-                    .collect();
-                for (cpu, tallies, pr_cycle) in per_cpu {
-                    if let Some(slot) = out.get_mut(*cpu as usize) {
-                        *slot = element(tallies, *pr_cycle);
-                    }
-                }
-                out
-            }
-            OpenMode::One(_) | OpenMode::All => {
-                let mut sum = [Tally::default(); MAX_COUNTERS];
-                let mut latest = 0;
-                for (_, tallies, pr_cycle) in per_cpu {
-                    for (s, t) in sum.iter_mut().zip(tallies) {
-                        s.interrupts += t.interrupts;
-                        s.residual += t.residual;
-                    }
-                    latest = latest.max(*pr_cycle);
-                }
-                vec![element(&sum, latest)]
-            }
-        }
-    }
-
     fn info(&self, file: &OpenFile) -> PfmInfo {
         let implementation = self.config.implementation;
         let widths: &[u32] = match implementation.family() {
             Family::Ev4 => &ev4::WIDTHS,
-            Family::Ev5 => &[16, 16, 14],
-            Family::Ev6 => &[20, 20],
+            Family::Ev5 => &ev5::WIDTHS,
+            Family::Ev6 => &ev6::WIDTHS,
         };
         let mut info = PfmInfo {
             pi_version: abi::PFM_INFO_VERSION,
@@ -533,13 +614,31 @@ impl Device {
             if let Some(selected) = &file.counters[i] {
                 info.pi_fidelity[i] = selected.resolved.fidelity.abi_code();
                 info.pi_period[i] = selected.period;
-                info.pi_sample_period[i] = selected.period;
+                info.pi_sample_period[i] = file.sample_period[i];
             }
         }
+        info.pi_lost_samples = file
+            .histograms
+            .lost
+            .load(std::sync::atomic::Ordering::Relaxed);
+        info.pi_throttled = file
+            .histograms
+            .throttled
+            .load(std::sync::atomic::Ordering::Relaxed);
         info
     }
 }
 
+#[path = "counters.rs"]
+mod counters;
+#[path = "profiling.rs"]
+mod profiling;
+use counters::first_periods;
+
 #[cfg(test)]
 #[path = "core_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "sampling_tests.rs"]
+mod sampling_tests;

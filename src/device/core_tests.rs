@@ -3,65 +3,15 @@
 use super::*;
 use crate::backend::mock::MockBackend;
 use crate::backend::{ModeFilter, Target};
-use crate::device::caller::Credentials;
+use crate::device::test_fixtures::{device, ioctl, root, user};
 use crate::ioctl::abi::{Iccsr, PCNTOPENALL, PCNTOPENEACH, PCNTOPENONE, PfCntrs};
 use crate::ioctl::numbers as n;
 use crate::model::HostEvent;
 use nix::errno::Errno;
 use zerocopy::FromBytes;
 
-const KHZ_1GHZ: u64 = 1_000_000; // 1 ns of cpu-clock = 1 cycle
-
 fn device_with(backend: &MockBackend, paranoid: i32) -> Device {
-    Device::new(
-        DeviceConfig {
-            implementation: Implementation::Ev4,
-            cpu_khz: KHZ_1GHZ,
-            configured_cpus: 2,
-            online_cpus: vec![0, 1],
-            policy: SecurityPolicy {
-                allow_gid: None,
-                paranoid_override: Some(paranoid),
-            },
-            event_map: EventMap::default(),
-        },
-        Arc::new(backend.clone()),
-    )
-}
-
-fn root(tid: i32) -> Caller {
-    Caller::with_credentials(
-        tid,
-        Credentials {
-            tgid: tid,
-            cpus_allowed: vec![0, 1],
-            ..Credentials::default()
-        },
-    )
-}
-
-fn user(tid: i32, cpus: Vec<u32>) -> Caller {
-    Caller::with_credentials(
-        tid,
-        Credentials {
-            tgid: tid,
-            euid: 1000,
-            egid: 1000,
-            cpus_allowed: cpus,
-            ..Credentials::default()
-        },
-    )
-}
-
-fn ioctl(d: &Device, f: FileId, c: &Caller, cmd: u32, arg: u64) -> Result<IoctlReply, Errno> {
-    // The kernel hands in _IOC_SIZE bytes only for _IOW/_IOWR.
-    let input = if n::dir(cmd) & n::IOC_WRITE != 0 {
-        n::size(cmd) as usize
-    } else {
-        0
-    };
-    d.ioctl(f, c, cmd, &arg.to_ne_bytes()[..input])
-        .map_err(|e| e.errno())
+    device(Implementation::Ev4, backend, paranoid)
 }
 
 fn cycles_only(pc0: u64) -> u64 {
@@ -372,4 +322,80 @@ fn info_reports_model_cpus_and_fidelity() {
     );
     assert_eq!(info.pi_fidelity[1], abi::PFM_FIDELITY_NONE);
     assert_eq!(info.pi_width[..2], [16, 12]);
+}
+
+#[test]
+fn only_cpu_wide_shared_groups_are_scaled() {
+    let b = MockBackend::with_events(&[HostEvent::CpuClock]);
+    // Enabled twice as long as running: multiplexed, or a thread that ran
+    // half its time on the other CPU.
+    b.set_times(2, 1);
+    let d = device_with(&b, 2);
+    let c = root(10);
+    let f = d.open(&c, PCNTOPENALL).unwrap();
+    counting_setup(&d, f, &c);
+    ioctl(&d, f, &c, n::PCNTLOGSELECT, 0).unwrap();
+    ioctl(&d, f, &c, n::PCNTRENABLE, 0).unwrap();
+    b.advance(0, Target::Thread(10), HostEvent::CpuClock, 3 * 4096);
+    b.advance(1, Target::Thread(10), HostEvent::CpuClock, 3 * 4096);
+    assert_eq!(
+        getcnt(&d, f, &c)[0].pf_cntr0,
+        6,
+        "a thread's per-CPU groups are never scaled"
+    );
+    d.release(f);
+
+    b.set_contended(true);
+    let f = d.open(&c, PCNTOPENALL).unwrap();
+    counting_setup(&d, f, &c);
+    ioctl(&d, f, &c, n::PCNTRENABLE, 0).unwrap();
+    b.advance(0, Target::AllTasks, HostEvent::CpuClock, 3 * 4096);
+    assert_eq!(
+        getcnt(&d, f, &c)[0].pf_cntr0,
+        6,
+        "shared CPU-wide groups scale by enabled/running"
+    );
+}
+
+/// A host with a PMU: the hardware path, exact events and a derived formula
+/// computed from one group read.
+#[test]
+fn hardware_host_counts_exact_and_derived_events_from_one_group() {
+    let b = MockBackend::with_events(&HostEvent::NAMED);
+    let d = device_with(&b, 2);
+    let c = root(10);
+    let f = d.open(&c, PCNTOPENALL).unwrap();
+    ioctl(&d, f, &c, n::PCNTSETITEMS, abi::PFM_COUNTERS).unwrap();
+    // Counter 0 PF_NONISSUES every 4096, counter 1 PF_BRANCHMISS every 256.
+    ioctl(&d, f, &c, n::PCNTSETMUX, Iccsr::new(0xc, 0x3, 1, 1, 0).0).unwrap();
+    ioctl(&d, f, &c, n::PCNTRENABLE, 0).unwrap();
+    let groups = b.opened();
+    assert_eq!(groups.len(), 2, "one group per CPU");
+    assert_eq!(
+        groups[0].events,
+        vec![
+            HostEvent::Cycles,
+            HostEvent::Instructions,
+            HostEvent::BranchMisses
+        ],
+        "every host event of both counters in one group"
+    );
+    // 100 * 4096 cycles with 2 * 4096 * 20 instructions: non-issues/2 =
+    // cycles - instructions/2 = 80 * 4096.
+    b.advance(0, Target::AllTasks, HostEvent::Cycles, 100 * 4096);
+    b.advance(0, Target::AllTasks, HostEvent::Instructions, 40 * 4096);
+    b.advance(0, Target::AllTasks, HostEvent::BranchMisses, 256 * 7 + 255);
+    let got = getcnt(&d, f, &c);
+    assert_eq!((got[0].pf_cntr0, got[0].pf_cntr1), (80, 7));
+    let info = PfmInfo::read_from_bytes(&ioctl(&d, f, &c, n::PCNTGETINFO, 0).unwrap().out).unwrap();
+    assert_eq!(
+        info.pi_fidelity[..2],
+        [2, 1],
+        "NONISSUES approximate, BRANCHMISS exact"
+    );
+    // PF_CYCLES is exact where the host has a cycle counter.
+    ioctl(&d, f, &c, n::PCNTSETMUX, Iccsr::new(0xa, 0, 1, 0, 2).0).unwrap();
+    let info = PfmInfo::read_from_bytes(&ioctl(&d, f, &c, n::PCNTGETINFO, 0).unwrap().out).unwrap();
+    assert_eq!(info.pi_fidelity[0], 1);
+    assert_eq!(b.opened().last().unwrap().events, vec![HostEvent::Cycles]);
 }

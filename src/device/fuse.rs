@@ -237,6 +237,7 @@ impl Filesystem for PfmFs {
 /// A mounted device. Dropping it unmounts.
 pub struct FuseTransport {
     session: Option<BackgroundSession>,
+    mountpoint: PathBuf,
     pub device_path: PathBuf,
 }
 
@@ -266,14 +267,25 @@ impl FuseTransport {
         tracing::info!(path = %device_path.display(), "FUSE transport mounted");
         Ok(FuseTransport {
             session: Some(session),
+            mountpoint: options.mountpoint.clone(),
             device_path,
         })
     }
 
+    /// Unmounts. With clients still holding the device a plain unmount is
+    /// EBUSY: then the mount is detached, and the connection ends when this
+    /// process exits (those clients get ENOTCONN from then on).
     pub fn unmount(mut self) -> io::Result<()> {
-        match self.session.take() {
-            Some(session) => session.umount_and_join(),
-            None => Ok(()),
+        let Some(session) = self.session.take() else {
+            return Ok(());
+        };
+        match session.umount_and_join() {
+            Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {
+                tracing::warn!("clients still hold the device: detaching the mount");
+                nix::mount::umount2(&self.mountpoint, nix::mount::MntFlags::MNT_DETACH)
+                    .map_err(io::Error::from)
+            }
+            other => other,
         }
     }
 }
@@ -288,27 +300,29 @@ impl Drop for FuseTransport {
 
 /// Makes `path` a usable mountpoint: created if missing; a dead FUSE mount
 /// (ENOTCONN after a crash) lazily unmounted; a live pfm mount refused.
+/// `statfs` always reaches the FUSE server (attributes may be cached), so it
+/// tells a dead mount from a live one without opening the device.
 fn prepare_mountpoint(path: &Path) -> io::Result<()> {
-    match std::fs::metadata(path) {
-        Err(e) if e.raw_os_error() == Some(libc::ENOTCONN) => {
+    match nix::sys::statfs::statfs(path) {
+        Err(nix::errno::Errno::ENOTCONN) => {
             tracing::warn!(path = %path.display(), "stale FUSE mount from a crashed daemon: detaching it");
             nix::mount::umount2(path, nix::mount::MntFlags::MNT_DETACH).map_err(io::Error::from)?;
+            Ok(())
         }
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            std::fs::create_dir_all(path)?;
-            return Ok(());
+        Err(nix::errno::Errno::ENOENT) => std::fs::create_dir_all(path),
+        Err(e) => Err(io::Error::from(e)),
+        Ok(fs)
+            if fs.filesystem_type() == nix::sys::statfs::FUSE_SUPER_MAGIC
+                && std::fs::symlink_metadata(path.join(FILE_NAME)).is_ok() =>
+        {
+            Err(io::Error::new(
+                io::ErrorKind::AddrInUse,
+                format!(
+                    "{} is already served (is another pfmd running?)",
+                    path.display()
+                ),
+            ))
         }
-        Err(e) => return Err(e),
-        Ok(_) => {}
+        Ok(_) => Ok(()),
     }
-    if std::fs::metadata(path.join(FILE_NAME)).is_ok() {
-        return Err(io::Error::new(
-            io::ErrorKind::AddrInUse,
-            format!(
-                "{} is already served (is another pfmd running?)",
-                path.display()
-            ),
-        ));
-    }
-    Ok(())
 }

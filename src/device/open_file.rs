@@ -1,13 +1,18 @@
 //! One open of the device: its mode and CPUs, what it selected, and the host
 //! counting groups that feed the device's tallies while it is enabled.
 
+use super::histogram::{Histograms, SharedHistograms, TickSink};
 use super::tally::{CpuTally, MAX_COUNTERS, Tally};
-use crate::backend::{Backend, BackendError, CountingGroup, GroupSpec, ModeFilter, Target};
+use crate::backend::{
+    Backend, BackendError, CountingGroup, GroupSpec, ModeFilter, SamplerSpec, SamplingStream,
+    Target,
+};
 use crate::ioctl::DeviceError;
-use crate::ioctl::abi::PFM_COUNTERS;
-use crate::model::{HostEvent, ResolvedEvent, evaluate};
+use crate::ioctl::abi::{PFM_COUNTERS, PFM_IPL, PFM_PROFILING};
+use crate::model::{CounterSetting, HostEvent, ResolvedEvent, Scale, evaluate};
 use nix::errno::Errno;
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 /// The open mode (contract §2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -34,8 +39,83 @@ pub struct Selected {
     pub period: u64,
 }
 
+/// The counter registers as the model's ioctls leave them: what each counter
+/// selects, its period, and whether its enable is on. The selection and
+/// periods outlive an open, as the chip's mux does; the enables start on in
+/// every open (see [`CounterState::reopened`]).
+///
+/// A counter counts while the open is enabled (`PCNTRENABLE`, or a family's
+/// `ENABLE`/`RESTART`/`ENABWRITE`), its setting is selected and intrinsically
+/// enabled, and its `on` bit is set. `on` is what `PCNT5DISABLE`/`PCNT6DISABLE`
+/// clear and `PCNT5ENABLE`/`RESTART`/`PCNT6ENABWRITE` set; on EV4 it is the
+/// complement of the `iccsr_disable` bits. Only counters that count are ever
+/// resolved against the host (contract §5).
+#[derive(Debug, Clone, Default)]
+pub struct Registers {
+    /// The model's validated selection per counter.
+    pub settings: [Option<CounterSetting>; MAX_COUNTERS],
+    /// Per-counter enables.
+    pub on: [bool; MAX_COUNTERS],
+    /// Events per interrupt, as the model's period ioctl (EV5 `PCNT5FREQ`)
+    /// or its mux (EV4) last set them; new selections take them.
+    pub periods: [u64; MAX_COUNTERS],
+    /// EV67 profile-me mode (`PF67_PROFILE_ME_MODE` through `PCNT6MUX`).
+    pub profile_me: bool,
+}
+
+impl Registers {
+    /// Every counter on, nothing selected, the family's first periods.
+    pub fn new(periods: [u64; MAX_COUNTERS]) -> Self {
+        Registers {
+            settings: Default::default(),
+            on: [true; MAX_COUNTERS],
+            periods,
+            profile_me: false,
+        }
+    }
+
+    /// The settings of the counters that count when the open is enabled.
+    pub fn effective(&self) -> [Option<CounterSetting>; MAX_COUNTERS] {
+        let mut out = self.settings;
+        for (slot, on) in out.iter_mut().zip(self.on) {
+            if !on || slot.is_some_and(|s| !s.enabled) {
+                *slot = None;
+            }
+        }
+        out
+    }
+}
+
+/// What a new open starts from: the last registers and their resolution.
+#[derive(Debug, Clone, Default)]
+pub struct CounterState {
+    pub registers: Registers,
+    pub counters: [Option<Selected>; MAX_COUNTERS],
+}
+
+impl CounterState {
+    /// What a new open starts from. The selection of the counters that were
+    /// counting carries over, as the chip's mux keeps its value; every enable
+    /// is on again, so no open inherits another's PCNT?DISABLE; a counter that
+    /// was selected but off (never resolved) starts with nothing selected.
+    pub fn reopened(&self) -> CounterState {
+        let mut registers = self.registers.clone();
+        registers.on = [true; MAX_COUNTERS];
+        for (setting, counter) in registers.settings.iter_mut().zip(&self.counters) {
+            if counter.is_none() {
+                *setting = None;
+            }
+        }
+        CounterState {
+            registers,
+            counters: self.counters.clone(),
+        }
+    }
+}
+
 struct LiveGroup {
     cpu: u32,
+    target: Target,
     events: Vec<HostEvent>,
     group: Box<dyn CountingGroup>,
     /// Scaled cumulative counts already folded into the tallies.
@@ -60,7 +140,75 @@ pub struct OpenFile {
     /// of a busy device): counts are scaled.
     pub shared: bool,
     pub counters: [Option<Selected>; MAX_COUNTERS],
+    /// The model's counter registers; `counters` is their resolution.
+    pub registers: Registers,
+    /// Modes `PCNT5CTXTS` asked for; `None` counts every mode.
+    pub contexts: Option<ModeFilter>,
     groups: Vec<LiveGroup>,
+    /// IPL histograms and profile buckets, shared with the sampler thread.
+    pub histograms: Arc<SharedHistograms>,
+    /// Instructions per profile bucket for PCNTSETUADDR/KADDR (last stride set).
+    pub stride: u64,
+    samplers: Vec<Box<dyn SamplingStream>>,
+    /// Per counter: Alpha events per sample (`period x weight`) of the last
+    /// sampling run.
+    pub sample_period: [u64; MAX_COUNTERS],
+    /// The snapshot one read(2) call is served from (contract §6).
+    pub read_snapshot: Vec<u8>,
+}
+
+/// How one counter is sampled: which host event, every how many host events,
+/// and the weight (ticks per sample) that keeps totals in interrupt units.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SamplingPlan {
+    pub event: HostEvent,
+    pub host_period: u64,
+    pub weight: u64,
+}
+
+/// The kernel floor on a cpu-clock/task-clock sample period (hrtimer), ns.
+const MIN_CLOCK_PERIOD_NS: u64 = 10_000;
+
+/// Plans sampling for one counter: an Alpha period of `period` events is
+/// `period` host events through the formula's first positive term; when that
+/// would exceed a quarter of the host's sample-rate budget (several samplers
+/// share a CPU), sample every `weight` periods instead and count each sample
+/// `weight` times (contract §6).
+pub fn sampling_plan(selected: &Selected, khz: u64, max_sample_rate: u64) -> Option<SamplingPlan> {
+    let term = selected.resolved.terms.iter().find(|t| match t.scale {
+        Scale::Ratio { num, den } => num > 0 && den > 0,
+        Scale::NsToCycles => true,
+    })?;
+    let khz = khz.max(1) as u128;
+    let host_events = |periods: u64| -> u64 {
+        let alpha = selected.period as u128 * periods as u128;
+        let host = match term.scale {
+            Scale::NsToCycles => (alpha * 1_000_000).div_ceil(khz),
+            Scale::Ratio { num, den } => (alpha * den as u128).div_ceil(num as u128),
+        };
+        host.clamp(1, u64::MAX as u128) as u64
+    };
+    let clock = matches!(term.event, HostEvent::CpuClock | HostEvent::TaskClock);
+    // Host events per second on one CPU, at most.
+    let rate: u128 = match term.event {
+        HostEvent::CpuClock | HostEvent::TaskClock => 1_000_000_000,
+        HostEvent::Instructions => 4 * khz * 1000,
+        _ => khz * 1000,
+    };
+    let budget = (max_sample_rate / 4).max(1) as u128;
+    let floor = if clock {
+        MIN_CLOCK_PERIOD_NS as u128
+    } else {
+        1
+    };
+    let min_host_period = rate.div_ceil(budget).max(floor);
+    let per_period = host_events(1) as u128;
+    let weight = min_host_period.div_ceil(per_period).max(1) as u64;
+    Some(SamplingPlan {
+        event: term.event,
+        host_period: host_events(weight),
+        weight,
+    })
 }
 
 pub fn host_error(e: BackendError) -> DeviceError {
@@ -77,9 +225,11 @@ impl OpenFile {
         tgid: i32,
         mode: OpenMode,
         cpus: Vec<u32>,
-        counters: [Option<Selected>; MAX_COUNTERS],
+        state: CounterState,
         shared: bool,
+        cpu_slots: usize,
     ) -> Self {
+        let histograms = Histograms::new(mode == OpenMode::Each, cpu_slots);
         OpenFile {
             tgid,
             mode,
@@ -90,20 +240,60 @@ impl OpenFile {
             pme: BTreeSet::new(),
             kernel_allowed: true,
             shared,
-            counters,
+            counters: state.counters,
+            registers: state.registers,
+            contexts: None,
             groups: Vec::new(),
+            histograms: Arc::new(SharedHistograms::new(histograms)),
+            stride: 4,
+            samplers: Vec::new(),
+            sample_period: [0; MAX_COUNTERS],
+            read_snapshot: Vec::new(),
+        }
+    }
+
+    /// Delivers every sample taken so far into the histograms.
+    pub fn drain_samples(&mut self) {
+        for sampler in &mut self.samplers {
+            sampler.drain();
+        }
+    }
+
+    fn sampling_wanted(&self) -> bool {
+        self.enabled && self.items & (PFM_IPL | PFM_PROFILING) != 0
+    }
+
+    fn targets(&self) -> Vec<Target> {
+        match self.scope {
+            Scope::LogAll => vec![Target::AllTasks],
+            Scope::LogSelect => self.pme.iter().map(|&tid| Target::Thread(tid)).collect(),
         }
     }
 
     pub fn counting(&self) -> bool {
-        !self.groups.is_empty()
+        !self.groups.is_empty() || !self.samplers.is_empty()
     }
 
     pub fn modes(&self) -> ModeFilter {
-        if self.scope == Scope::LogSelect && !self.kernel_allowed {
-            ModeFilter::USER
+        Self::modes_for(self.scope, self.kernel_allowed, self.contexts)
+    }
+
+    /// The modes counted: those the contexts ask for (all by default), less
+    /// kernel and hypervisor mode for a LOGSELECT caller not allowed them.
+    pub fn modes_for(
+        scope: Scope,
+        kernel_allowed: bool,
+        contexts: Option<ModeFilter>,
+    ) -> ModeFilter {
+        let wanted = contexts.unwrap_or(ModeFilter::ALL);
+        if scope == Scope::LogSelect && !kernel_allowed {
+            ModeFilter {
+                user: wanted.user,
+                kernel: false,
+                hypervisor: false,
+            }
         } else {
-            ModeFilter::ALL
+            wanted
         }
     }
 
@@ -116,7 +306,7 @@ impl OpenFile {
     ) -> Result<BTreeMap<u32, [u64; MAX_COUNTERS]>, DeviceError> {
         let mut per_cpu: BTreeMap<u32, [u64; MAX_COUNTERS]> = BTreeMap::new();
         for live in &mut self.groups {
-            let now = live.group.read().map_err(host_error)?.scaled();
+            let now = live.counts(self.shared)?;
             let entry = per_cpu.entry(live.cpu).or_default();
             for (slot, selected) in entry.iter_mut().zip(&self.counters) {
                 let Some(selected) = selected else { continue };
@@ -150,7 +340,10 @@ impl OpenFile {
     }
 
     /// Folds the pending events into `tallies` and closes the host groups.
+    /// After it, `tallies` hold everything counted so far.
     pub fn stop_counting(&mut self, tallies: &mut [CpuTally], khz: u64) -> Result<(), DeviceError> {
+        self.drain_samples();
+        self.samplers.clear();
         let folded = self.pending_events(khz, true);
         self.groups.clear();
         for (cpu, events) in folded? {
@@ -164,8 +357,78 @@ impl OpenFile {
     /// Opens and enables the host groups this open's settings call for: one
     /// group per CPU and target, holding every host event the enabled counters
     /// need, so formulas see one consistent read.
-    pub fn start_counting(&mut self, backend: &dyn Backend) -> Result<(), DeviceError> {
-        debug_assert!(self.groups.is_empty());
+    pub fn start_counting(&mut self, backend: &dyn Backend, khz: u64) -> Result<(), DeviceError> {
+        debug_assert!(self.groups.is_empty() && self.samplers.is_empty());
+        let result = self
+            .start_groups(backend)
+            .and_then(|()| self.start_samplers(backend, khz));
+        if result.is_err() {
+            self.groups.clear();
+            self.samplers.clear();
+        }
+        result
+    }
+
+    /// One sampler per enabled counter, CPU and target: each sample is one
+    /// counter interrupt for the IPL histogram and the profile.
+    fn start_samplers(&mut self, backend: &dyn Backend, khz: u64) -> Result<(), DeviceError> {
+        if !self.sampling_wanted() {
+            return Ok(());
+        }
+        let callchain = self
+            .histograms
+            .lock()
+            .profile
+            .as_ref()
+            .is_some_and(|p| p.caller_mode);
+        let max_rate = backend.max_sample_rate();
+        let modes = self.modes();
+        for (i, selected) in self.counters.clone().iter().enumerate() {
+            let Some(selected) = selected else { continue };
+            let Some(plan) = sampling_plan(selected, khz, max_rate) else {
+                return Err(DeviceError::NotSupported(format!(
+                    "{}: no host event to sample for {}",
+                    selected.resolved.event.name, selected.resolved.formula
+                )));
+            };
+            self.sample_period[i] = selected.period * plan.weight;
+            if plan.weight > 1 {
+                tracing::info!(
+                    event = selected.resolved.event.name,
+                    period = selected.period,
+                    effective = self.sample_period[i],
+                    max_sample_rate = max_rate,
+                    "sampling at a larger period than the Alpha's; each sample counts {} interrupts",
+                    plan.weight
+                );
+            }
+            let sink = Arc::new(TickSink {
+                shared: self.histograms.clone(),
+                weight: plan.weight,
+            });
+            for target in self.targets() {
+                for &cpu in &self.cpus.clone() {
+                    let spec = SamplerSpec {
+                        target,
+                        cpu,
+                        event: plan.event,
+                        period: plan.host_period,
+                        modes,
+                        callchain,
+                        shared: self.shared,
+                    };
+                    let mut sampler = backend
+                        .open_sampler(&spec, sink.clone())
+                        .map_err(host_error)?;
+                    sampler.enable().map_err(host_error)?;
+                    self.samplers.push(sampler);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn start_groups(&mut self, backend: &dyn Backend) -> Result<(), DeviceError> {
         if !self.enabled || self.items & PFM_COUNTERS == 0 {
             return Ok(());
         }
@@ -180,12 +443,13 @@ impl OpenFile {
         if events.is_empty() {
             return Ok(());
         }
-        let targets: Vec<Target> = match self.scope {
-            Scope::LogAll => vec![Target::AllTasks],
-            Scope::LogSelect => self.pme.iter().map(|&tid| Target::Thread(tid)).collect(),
-        };
         let modes = self.modes();
-        for target in targets {
+        if !(modes.user || modes.kernel || modes.hypervisor) {
+            return Err(DeviceError::AccessDenied(
+                "the contexts leave no mode this caller may count: kernel and PAL mode of your own threads need perf_event_paranoid <= 1".into(),
+            ));
+        }
+        for target in self.targets() {
             for &cpu in &self.cpus.clone() {
                 let spec = GroupSpec {
                     target,
@@ -207,10 +471,7 @@ impl OpenFile {
                         self.pme.remove(&tid);
                         break;
                     }
-                    Err(e) => {
-                        self.groups.clear();
-                        return Err(host_error(e));
-                    }
+                    Err(e) => return Err(host_error(e)),
                 }
             }
         }
@@ -218,12 +479,33 @@ impl OpenFile {
     }
 }
 
+impl LiveGroup {
+    /// Cumulative counts. Scaled by time enabled / running only for CPU-wide
+    /// groups sharing counters with another perf user: a per-thread group on
+    /// one CPU is "enabled but not running" whenever its thread runs on
+    /// another CPU, and scaling that would count the thread once per CPU.
+    fn counts(&mut self, shared: bool) -> Result<Vec<u64>, DeviceError> {
+        let reading = self.group.read().map_err(host_error)?;
+        Ok(if shared && self.target == Target::AllTasks {
+            reading.scaled()
+        } else {
+            reading.values
+        })
+    }
+}
+
 fn open_enabled(backend: &dyn Backend, spec: &GroupSpec) -> Result<LiveGroup, BackendError> {
     let mut group = backend.open_group(spec)?;
-    let baseline = group.read()?.scaled();
+    let reading = group.read()?;
+    let baseline = if spec.shared && spec.target == Target::AllTasks {
+        reading.scaled()
+    } else {
+        reading.values
+    };
     group.enable()?;
     Ok(LiveGroup {
         cpu: spec.cpu,
+        target: spec.target,
         events: spec.events.clone(),
         group,
         baseline,

@@ -1,22 +1,7 @@
 //! The EV4 event table: every mux0/mux1 code with its meaning (seed 001) and
 //! its host candidates in order (contract §7).
 
-use crate::model::{AlphaEvent, Candidate, Fidelity, HostEvent as H, Scale, Term};
-
-const fn exact(terms: &'static [Term], formula: &'static str) -> Candidate {
-    Candidate {
-        terms,
-        fidelity: Fidelity::Exact,
-        formula,
-    }
-}
-const fn approx(terms: &'static [Term], formula: &'static str) -> Candidate {
-    Candidate {
-        terms,
-        fidelity: Fidelity::Approximate,
-        formula,
-    }
-}
+use crate::model::{AlphaEvent, Candidate, HostEvent as H, Scale, Term, approx, exact};
 
 /// The cycle counter, or CPU time at the nominal clock where the host has none.
 pub(crate) const CYCLES: &[Candidate] = &[

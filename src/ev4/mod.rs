@@ -3,6 +3,8 @@
 
 mod events;
 
+/// The cycle-counter candidates every family shares (EV5 and EV6 reuse them).
+pub(crate) use events::CYCLES;
 pub use events::{EVENTS, MUX0_EVENTS, MUX1_EVENTS};
 
 use crate::ioctl::DeviceError;

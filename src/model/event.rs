@@ -92,6 +92,58 @@ pub struct AlphaEvent {
     pub unavailable_because: &'static str,
 }
 
+/// Table-writing helpers: an exact or approximate candidate, a countable
+/// event, an event with no host candidate.
+pub const fn exact(terms: &'static [Term], formula: &'static str) -> Candidate {
+    Candidate {
+        terms,
+        fidelity: Fidelity::Exact,
+        formula,
+    }
+}
+
+pub const fn approx(terms: &'static [Term], formula: &'static str) -> Candidate {
+    Candidate {
+        terms,
+        fidelity: Fidelity::Approximate,
+        formula,
+    }
+}
+
+pub const fn event(
+    name: &'static str,
+    code: u64,
+    counter: u8,
+    description: &'static str,
+    candidates: &'static [Candidate],
+) -> AlphaEvent {
+    AlphaEvent {
+        name,
+        code,
+        counter,
+        description,
+        candidates,
+        unavailable_because: "",
+    }
+}
+
+pub const fn unavailable(
+    name: &'static str,
+    code: u64,
+    counter: u8,
+    description: &'static str,
+    why: &'static str,
+) -> AlphaEvent {
+    AlphaEvent {
+        name,
+        code,
+        counter,
+        description,
+        candidates: &[],
+        unavailable_because: why,
+    }
+}
+
 /// Sum of `terms` over the counts `value_of` gives, in the event's own unit.
 /// `khz` is the nominal clock for `Scale::NsToCycles`. Clamped at 0: a
 /// difference formula over counts read together can dip below zero by rounding.

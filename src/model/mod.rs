@@ -7,7 +7,9 @@ mod host;
 mod implementation;
 mod resolve;
 
-pub use event::{AlphaEvent, Candidate, Fidelity, Scale, Term, evaluate};
+pub use event::{
+    AlphaEvent, Candidate, Fidelity, Scale, Term, approx, evaluate, event, exact, unavailable,
+};
 pub use host::HostEvent;
 pub use implementation::{Family, Implementation};
 pub use resolve::{EventMap, EventMapError, HostSupport, Resolution, ResolvedEvent, resolve};
@@ -22,10 +24,14 @@ pub struct CounterSetting {
     pub enabled: bool,
 }
 
-/// Every event of `implementation`'s tables, counter by counter.
+/// Every event of `implementation`'s tables, counter by counter (EV5: each
+/// counter's base table, then its Cbox table for that implementation).
 pub fn catalog(implementation: Implementation) -> Vec<&'static [AlphaEvent]> {
-    match implementation.family() {
-        Family::Ev4 => crate::ev4::EVENTS.to_vec(),
-        Family::Ev5 | Family::Ev6 => Vec::new(),
+    match implementation {
+        Implementation::Ev4 | Implementation::Ev45 => crate::ev4::EVENTS.to_vec(),
+        Implementation::Ev5 | Implementation::Ev56 => crate::ev5::EV5_EVENTS.to_vec(),
+        Implementation::Pca56 => crate::ev5::PCA56_EVENTS.to_vec(),
+        Implementation::Ev6 => crate::ev6::EV6_EVENTS.to_vec(),
+        Implementation::Ev67 => crate::ev6::EV67_EVENTS.to_vec(),
     }
 }

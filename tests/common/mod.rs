@@ -35,6 +35,11 @@ pub struct Daemon {
 
 impl Daemon {
     pub fn start(extra: &[&str]) -> Daemon {
+        Self::start_env(extra, &[])
+    }
+
+    /// Starts with extra environment variables.
+    pub fn start_env(extra: &[&str], envs: &[(&str, &std::ffi::OsStr)]) -> Daemon {
         let dir = tempfile::Builder::new()
             .prefix("pfmd-test")
             .tempdir()
@@ -42,11 +47,20 @@ impl Daemon {
         // Unprivileged clients must be able to reach the mount.
         std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
         let mountpoint = dir.path().join("mnt");
-        Self::start_at(dir, mountpoint, extra)
+        Self::launch(dir, mountpoint, extra, envs)
     }
 
     /// Starts on an existing directory (restart tests).
     pub fn start_at(dir: tempfile::TempDir, mountpoint: PathBuf, extra: &[&str]) -> Daemon {
+        Self::launch(dir, mountpoint, extra, &[])
+    }
+
+    fn launch(
+        dir: tempfile::TempDir,
+        mountpoint: PathBuf,
+        extra: &[&str],
+        envs: &[(&str, &std::ffi::OsStr)],
+    ) -> Daemon {
         let stderr_path = dir
             .path()
             .join(format!("pfmd-{}.log", Instant::now().elapsed().as_nanos()));
@@ -59,6 +73,7 @@ impl Daemon {
         let child = Command::new(env!("CARGO_BIN_EXE_pfmd"))
             .args(&args)
             .env("RUST_LOG", "debug")
+            .envs(envs.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log)
@@ -175,15 +190,7 @@ pub fn c_program(name: &str) -> PathBuf {
         let tmp = dir
             .join(format!("{name}.tmp{:?}", std::thread::current().id()).replace(['(', ')'], ""));
         let out = Command::new("gcc")
-            .args([
-                "-std=c99",
-                "-O2",
-                "-Wall",
-                "-Wextra",
-                "-Werror",
-                "-D_GNU_SOURCE",
-                "-I",
-            ])
+            .args(["-std=c99", "-O2", "-Wall", "-Wextra", "-Werror", "-I"])
             .arg(Path::new(CRATE).join("include"))
             .arg("-o")
             .arg(&tmp)
@@ -291,4 +298,45 @@ impl Drop for GuardedPage {
         // SAFETY: unmapping exactly what new() mapped.
         unsafe { libc::munmap(self.base.cast(), 8192) };
     }
+}
+
+// ---- ioctls as a legacy client makes them ----
+use pfmd::ioctl::numbers as n;
+use std::fs::{File, OpenOptions};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::OpenOptionsExt;
+
+pub fn open_device(daemon: &Daemon, mode: i32) -> std::io::Result<File> {
+    OpenOptions::new()
+        .read(true)
+        .custom_flags(mode)
+        .open(&daemon.device)
+}
+
+/// `ioctl(fd, cmd, arg)` as a legacy client makes it.
+pub fn ioctl(file: &File, cmd: u32, arg: *mut libc::c_void) -> Result<(), nix::errno::Errno> {
+    // SAFETY: every `arg` below points at live memory of the size the command
+    // declares, or is deliberately bad to provoke EFAULT from the daemon,
+    // which never lets the kernel dereference it (restricted FUSE ioctl).
+    let r = unsafe { libc::ioctl(file.as_raw_fd(), cmd as libc::c_ulong, arg) };
+    if r < 0 {
+        Err(nix::errno::Errno::last())
+    } else {
+        Ok(())
+    }
+}
+
+pub fn ioctl_long(file: &File, cmd: u32, mut value: u64) -> Result<(), nix::errno::Errno> {
+    ioctl(file, cmd, (&mut value as *mut u64).cast())
+}
+
+pub fn info(file: &File) -> pfmd::ioctl::abi::PfmInfo {
+    let mut info = pfmd::ioctl::abi::PfmInfo::default();
+    ioctl(
+        file,
+        n::PCNTGETINFO,
+        (&mut info as *mut pfmd::ioctl::abi::PfmInfo).cast(),
+    )
+    .unwrap();
+    info
 }

@@ -31,12 +31,16 @@
 
 mod encoding;
 mod group;
+mod sampler;
 #[cfg(test)]
 mod tests;
 
 pub use encoding::encoding;
 
-use super::{Backend, BackendError, CountingGroup, GroupSpec, Target};
+use super::{
+    Backend, BackendError, CountingGroup, GroupSpec, SampleSink, SamplerSpec, SamplingStream,
+    Target,
+};
 use crate::model::{HostEvent, HostSupport};
 use group::{PerfGroup, ReadMode, errno_of};
 use nix::errno::Errno;
@@ -64,6 +68,8 @@ pub struct PerfBackend {
     group_read_with_inherit: AtomicU8,
     /// Tests force a read mode to exercise both.
     force_read_mode: Option<ReadMode>,
+    /// The sampler thread, started with the first sampler.
+    hub: std::sync::OnceLock<std::sync::Arc<sampler::Hub>>,
 }
 
 impl PerfBackend {
@@ -104,6 +110,7 @@ impl PerfBackend {
             raw: Mutex::default(),
             group_read_with_inherit: AtomicU8::new(GROUP_INHERIT_UNKNOWN),
             force_read_mode: None,
+            hub: std::sync::OnceLock::new(),
         }
     }
 
@@ -202,6 +209,31 @@ impl HostSupport for PerfBackend {
 }
 
 impl Backend for PerfBackend {
+    fn open_sampler(
+        &self,
+        spec: &SamplerSpec,
+        sink: std::sync::Arc<dyn SampleSink>,
+    ) -> Result<Box<dyn SamplingStream>, BackendError> {
+        let hub = match self.hub.get() {
+            Some(hub) => hub,
+            None => {
+                let started = sampler::Hub::start().map_err(|e| BackendError::Io {
+                    op: "start the sampler thread",
+                    errno: errno_of(&e),
+                })?;
+                self.hub.get_or_init(|| started)
+            }
+        };
+        Ok(Box::new(hub.open(spec, sink)?))
+    }
+
+    fn max_sample_rate(&self) -> u64 {
+        std::fs::read_to_string("/proc/sys/kernel/perf_event_max_sample_rate")
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(100_000)
+    }
+
     fn open_group(&self, spec: &GroupSpec) -> Result<Box<dyn CountingGroup>, BackendError> {
         let mode = self.read_mode(spec);
         let learning = self.force_read_mode.is_none()

@@ -1,0 +1,106 @@
+//! The daemon's command line and its systemd handshake.
+
+mod common;
+
+use common::{Daemon, can_run, run, text};
+use std::os::unix::net::UnixDatagram;
+use std::process::Command;
+use std::time::Duration;
+
+#[test]
+fn list_events_shows_every_ev4_event_and_what_the_host_counts() {
+    let out = run(Command::new(env!("CARGO_BIN_EXE_pfmd")).arg("--list-events"));
+    assert!(out.status.success(), "{}", text(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    for table in pfmd::ev4::EVENTS {
+        for event in table {
+            let line = stdout
+                .lines()
+                .find(|l| l.split_whitespace().any(|w| w == event.name))
+                .unwrap_or_else(|| panic!("{} missing:\n{stdout}", event.name));
+            assert!(
+                ["exact", "approximate", "unavailable"]
+                    .iter()
+                    .any(|f| line.contains(f)),
+                "{line}"
+            );
+        }
+    }
+    let cycles = stdout.lines().find(|l| l.contains("PF_CYCLES")).unwrap();
+    assert!(
+        !cycles.contains("unavailable"),
+        "every host has cpu-clock: {cycles}"
+    );
+    let palmode = stdout.lines().find(|l| l.contains("PF_PALMODE")).unwrap();
+    assert!(palmode.contains("unavailable"), "{palmode}");
+}
+
+#[test]
+fn print_event_map_round_trips_through_event_map() {
+    if !can_run() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let map = dir.path().join("events.map");
+    // Bind PF_PALMODE (no host event anywhere) to the software cpu-clock.
+    std::fs::write(&map, "# test\nPF_PALMODE type=1 config=0\n").unwrap();
+    let out = run(Command::new(env!("CARGO_BIN_EXE_pfmd"))
+        .args(["--print-event-map", "--event-map"])
+        .arg(&map));
+    assert!(out.status.success(), "{}", text(&out));
+    let printed = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        printed
+            .lines()
+            .any(|l| l.starts_with("PF_PALMODE type=1 config=0x0")),
+        "{printed}"
+    );
+    // PF_CYCLES is either the hardware cycle counter or a formula over cpu-clock.
+    assert!(
+        printed
+            .lines()
+            .any(|l| l.starts_with("PF_CYCLES type=0 config=0x0")
+                || l.starts_with("# PF_CYCLES: approximate")),
+        "{printed}"
+    );
+    std::fs::write(&map, "PF_PALMODE type=x\n").unwrap();
+    let out = run(Command::new(env!("CARGO_BIN_EXE_pfmd"))
+        .args(["--list-events", "--event-map"])
+        .arg(&map));
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("line 1"),
+        "{}",
+        text(&out)
+    );
+}
+
+#[test]
+fn notifies_systemd_when_ready() {
+    if !can_run() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let socket_path = dir.path().join("notify");
+    let socket = UnixDatagram::bind(&socket_path).unwrap();
+    socket
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let daemon = Daemon::start_env(&[], &[("NOTIFY_SOCKET", socket_path.as_os_str())]);
+    let mut buf = [0u8; 64];
+    let n = socket.recv(&mut buf).expect("READY=1 on $NOTIFY_SOCKET");
+    assert_eq!(&buf[..n], b"READY=1");
+    assert!(
+        std::fs::metadata(&daemon.device).is_ok(),
+        "the device exists once ready"
+    );
+}
+
+#[test]
+fn refuses_what_it_cannot_do() {
+    let pfmd = env!("CARGO_BIN_EXE_pfmd");
+    let out = run(Command::new(pfmd).args(["--model", "ev9"]));
+    assert!(!out.status.success());
+    let out = run(Command::new(pfmd).args(["--mode", "999"]));
+    assert!(!out.status.success());
+}

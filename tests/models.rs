@@ -1,0 +1,189 @@
+//! The EV5 and EV6/EV67 models end to end: a real pfmd per model, the legacy
+//! C clients, and direct ioctls.
+
+mod common;
+
+use common::{Daemon, can_run, info, ioctl, ioctl_long, open_device, run, text, value};
+use pfmd::ioctl::abi::{self, PfCntrsEv6, PmctrsEv6};
+use pfmd::ioctl::numbers as n;
+use std::process::Command;
+
+const MHZ: u64 = 2000;
+
+fn perf_task_clock_ms(stderr: &str) -> f64 {
+    stderr
+        .lines()
+        .find(|l| l.contains("task-clock"))
+        .and_then(|l| l.split(',').next()?.parse().ok())
+        .unwrap_or_else(|| panic!("no task-clock in perf output:\n{stderr}"))
+}
+
+#[test]
+fn conformance_program_reports_zero_failed_on_every_model() {
+    if !can_run() {
+        return;
+    }
+    for model in ["ev45", "ev5", "ev56", "pca56", "ev6", "ev67"] {
+        let daemon = Daemon::start(&["--model", model]);
+        let out = run(&mut daemon.client("errno_contract"));
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "--model {model}: {}\n{}",
+            text(&out),
+            daemon.log()
+        );
+        let last = stdout.lines().last().unwrap_or_default();
+        assert!(
+            last.ends_with(" 0 failed") && !last.starts_with("0 passed"),
+            "--model {model}: {last}"
+        );
+        let file = open_device(&daemon, abi::PCNTOPENALL).unwrap();
+        let i = info(&file);
+        assert_eq!(
+            i.pi_impl,
+            model.parse::<pfmd::model::Implementation>().unwrap() as u64
+        );
+    }
+}
+
+/// PAPI's Tru64 call sequence on an EV6: cycles against perf's own task-clock.
+#[test]
+fn papi_style_client_counts_cycles_consistent_with_task_clock() {
+    if !can_run() {
+        return;
+    }
+    let daemon = Daemon::start(&["--model", "ev6", "--cpu-mhz", &MHZ.to_string()]);
+    let out = run(Command::new("perf")
+        .args(["stat", "-x,", "-e", "task-clock", "--"])
+        .arg(common::c_program("papi_ev6"))
+        .args(["-ms", "300"])
+        .env("PFM_DEVICE", &daemon.device));
+    assert!(out.status.success(), "{}\n{}", text(&out), daemon.log());
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let cycles = value(&stdout, "cycles").expect("cycles=") as f64;
+    let task_clock_ms = perf_task_clock_ms(&String::from_utf8_lossy(&out.stderr));
+    let whole = task_clock_ms * 1e6 * MHZ as f64 / 1000.0;
+    let workload = value(&stdout, "workload_cpu_ns").unwrap() as f64 * MHZ as f64 / 1000.0;
+    // Counted between RESTART and RDISABLE: at least the workload, at most the
+    // whole process; READCNTRS is (interrupts << 20) + raw, i.e. events.
+    assert!(
+        cycles >= workload * 0.99 && cycles <= whole * 1.01,
+        "{cycles} vs workload {workload} / process {whole}\n{stdout}"
+    );
+}
+
+#[test]
+fn ev5_counts_three_counters_with_restart_and_readcntrs() {
+    if !can_run() {
+        return;
+    }
+    let daemon = Daemon::start(&["--model", "ev5", "--cpu-mhz", &MHZ.to_string()]);
+    let out = run(daemon.client("ev5count").args(["-ms", "200"]));
+    assert!(out.status.success(), "{}\n{}", text(&out), daemon.log());
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with("counter0 "))
+        .expect("counter0 line");
+    let cycles: f64 = line
+        .rsplit('=')
+        .next()
+        .unwrap()
+        .parse()
+        .expect("counter 0 counts cycles on every host");
+    let workload = value(&stdout, "workload_cpu_ns").unwrap() as f64 * MHZ as f64 / 1000.0;
+    assert!(
+        cycles >= workload * 0.99 && cycles <= workload * 1.2,
+        "{cycles} vs {workload}\n{stdout}"
+    );
+    // Counters the host cannot count say so; none prints a zero count.
+    for l in stdout.lines().filter(|l| l.starts_with("counter")) {
+        assert!(!l.ends_with("=0"), "a silent zero: {l}");
+    }
+}
+
+/// PCNT6SETCNTRS preloads the raw counter: the first interrupt comes after
+/// 2^20 - value events, as on the chip.
+#[test]
+fn setcntrs_preload_moves_the_first_interrupt() {
+    if !can_run() {
+        return;
+    }
+    let daemon = Daemon::start(&["--model", "ev6", "--cpu-mhz", &MHZ.to_string()]);
+    let burn = || {
+        // 100 us of this thread's CPU: 200 000 cycles at 2 GHz, a fifth of 2^20.
+        let start = cpu_time_ns();
+        while cpu_time_ns() - start < 100_000 {
+            std::hint::black_box(0u64);
+        }
+    };
+    let interrupts_after_burn = |preload: Option<u64>| -> (u64, u64) {
+        let file = open_device(&daemon, abi::PCNTOPENALL).unwrap();
+        ioctl_long(&file, n::PCNTSETITEMS, abi::PFM_COUNTERS).unwrap();
+        ioctl(&file, n::PCNTLOGSELECT, std::ptr::null_mut()).unwrap();
+        ioctl_long(&file, n::PCNT6MUX, 0x00).unwrap(); // PF6_MUX0_CYCLES
+        ioctl_long(&file, n::PCNT6DISABLE, 2).unwrap(); // counter 1 off
+        ioctl(&file, n::PCNTCLEARCNT, std::ptr::null_mut()).unwrap();
+        let c0 = preload.unwrap_or(0);
+        ioctl_long(
+            &file,
+            n::PCNT6ENABWRITE,
+            PmctrsEv6::new(1, abi::PMCTRS_ALL_CPUS, c0, 0).0,
+        )
+        .unwrap();
+        burn();
+        ioctl(&file, n::PCNTRDISABLE, std::ptr::null_mut()).unwrap();
+        let mut out = [PfCntrsEv6::default(); 1];
+        let mut ptr = out.as_mut_ptr();
+        ioctl(
+            &file,
+            n::PCNT6GETCNT,
+            (&mut ptr as *mut *mut PfCntrsEv6).cast(),
+        )
+        .unwrap();
+        let interrupts = out[0].pf_cntr0;
+        ioctl(
+            &file,
+            n::PCNT6READCNTRS,
+            (&mut ptr as *mut *mut PfCntrsEv6).cast(),
+        )
+        .unwrap();
+        (interrupts, out[0].pf_cntr0)
+    };
+    let (plain, plain_full) = interrupts_after_burn(None);
+    assert_eq!(plain, 0, "200k cycles are short of 2^20");
+    assert!(
+        plain_full >= 200_000,
+        "READCNTRS holds the raw count: {plain_full}"
+    );
+    let (preloaded, full) = interrupts_after_burn(Some((1 << 20) - 1000));
+    assert_eq!(
+        preloaded, 1,
+        "a preload of 2^20 - 1000 interrupts after 1000 cycles"
+    );
+    assert!(full >= 1 << 20, "(1 << 20) + raw: {full}");
+}
+
+#[test]
+fn family_ioctls_of_another_model_are_einval() {
+    if !can_run() {
+        return;
+    }
+    let daemon = Daemon::start(&["--model", "ev6"]);
+    let file = open_device(&daemon, abi::PCNTOPENALL).unwrap();
+    assert_eq!(
+        ioctl_long(&file, n::PCNTSETMUX, 0),
+        Err(nix::errno::Errno::EINVAL)
+    );
+    assert_eq!(
+        ioctl_long(&file, n::PCNT5MUX, 0),
+        Err(nix::errno::Errno::EINVAL)
+    );
+    assert_eq!(info(&file).pi_family, 2);
+}
+
+fn cpu_time_ns() -> u64 {
+    let ts = nix::time::clock_gettime(nix::time::ClockId::CLOCK_THREAD_CPUTIME_ID).unwrap();
+    ts.tv_sec() as u64 * 1_000_000_000 + ts.tv_nsec() as u64
+}
