@@ -10,8 +10,8 @@
 //! download failure, ...). It installs `qemu-system-x86 busybox-static cpio
 //! kmod` itself when run as root.
 //!
-//! `bench_cuse_vs_fuse_in_a_vm` (ignored by default) runs `ioctl_bench` over
-//! CUSE and FUSE in the same VM:
+//! `bench_cuse_vs_fuse_in_a_vm` (ignored by default) runs `pfm-bench` and
+//! `ioctl_bench` over CUSE and FUSE in the same VM:
 //! `cargo test --release --test cuse_vm -- --ignored --nocapture`.
 
 use std::collections::HashMap;
@@ -201,7 +201,12 @@ void _start(void)
 
 /// Boots the VM with pfmd and the programs and runs `script`; None (after a
 /// SKIP message) when the VM cannot run here.
-fn run_in_vm(script: &str, timeout_secs: u32, smp: u32) -> Option<(String, String)> {
+fn run_in_vm(
+    script: &str,
+    timeout_secs: u32,
+    smp: u32,
+    extra: &[&Path],
+) -> Option<(String, String)> {
     if !Path::new(RUN_IN_VM).exists() {
         eprintln!(
             "SKIP cuse_vm: {RUN_IN_VM} not found (the shared tools live beside the checkout)"
@@ -223,6 +228,7 @@ fn run_in_vm(script: &str, timeout_secs: u32, smp: u32) -> Option<(String, Strin
         .iter()
         .map(PathBuf::as_path)
         .chain([Path::new(PFMD), &guest])
+        .chain(extra.iter().copied())
     {
         cmd.arg("--include").arg(file);
     }
@@ -275,7 +281,7 @@ fn first_count(step: &Step) -> Option<u64> {
 
 #[test]
 fn cuse_transport_in_a_vm() {
-    let Some((stdout, _)) = run_in_vm(SCENARIO, 300, 2) else {
+    let Some((stdout, _)) = run_in_vm(SCENARIO, 300, 2, &[]) else {
         return;
     };
     let steps = parse_steps(&stdout);
@@ -361,105 +367,134 @@ fn cuse_transport_in_a_vm() {
     assert_ne!(step("abort_gone").rc, 0, "{}", ctx("abort_gone"));
 }
 
-/// `ioctl_bench` over CUSE and over FUSE, two daemons in the same VM,
-/// alternating rounds; prints the medians side by side. One vCPU by default
-/// (`PFMD_BENCH_SMP`): on a busy 2-core TCG host, two vCPUs mostly measure
-/// how long the host takes to schedule the other vCPU thread.
+/// The transport benchmarks over CUSE and over FUSE, two daemons in the same
+/// VM, alternating rounds; prints medians over rounds side by side. Runs the
+/// foundation's `pfm-bench --device` and `examples/c/ioctl_bench` (which adds
+/// a true no-op, PCNTRDISABLE while disabled). Everything is pinned to vCPU 0
+/// of a 2-vCPU guest (`PFMD_BENCH_PIN=""` to unpin): on a busy 2-core TCG host,
+/// cross-vCPU wake-ups mostly measure how soon the host schedules the other
+/// vCPU thread. Only reading CPU 1's counters (GETCNT under LOGALL, the
+/// "cpu-wide, cpu 1" row) still crosses vCPUs, for both transports alike.
 #[test]
 #[ignore = "slow: a benchmark (run with --ignored --nocapture, preferably --release)"]
 fn bench_cuse_vs_fuse_in_a_vm() {
-    let calls: u32 = std::env::var("PFMD_BENCH_CALLS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(2000);
-    let rounds: u32 = std::env::var("PFMD_BENCH_ROUNDS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(3);
-    let smp: u32 = std::env::var("PFMD_BENCH_SMP")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(1);
+    let env = |name: &str, default: &str| std::env::var(name).unwrap_or_else(|_| default.into());
+    let calls: u32 = env("PFMD_BENCH_CALLS", "2000").parse().unwrap();
+    let rounds: u32 = env("PFMD_BENCH_ROUNDS", "3").parse().unwrap();
+    let pin = env("PFMD_BENCH_PIN", "taskset -c 0");
     let script = format!(
         r#"
-pfmd --transport cuse --dev-link none --cpu-mhz 2000 2>/tmp/cuse.log &
-pfmd --transport fuse --mountpoint /run/pfm --dev-link none --cpu-mhz 2000 2>/tmp/fuse.log &
+P="{pin}"
+$P pfmd --transport cuse --dev-link none --cpu-mhz 2000 2>/tmp/cuse.log &
+$P pfmd --transport fuse --mountpoint /run/pfm --dev-link none --cpu-mhz 2000 2>/tmp/fuse.log &
 wait_ready /tmp/cuse.log
 wait_ready /tmp/fuse.log
 for r in $(seq {rounds}); do
-    ioctl_bench -n {calls} -label cuse
-    PFM_DEVICE=/run/pfm/pfcntr ioctl_bench -n {calls} -label fuse
+    $P ioctl_bench -n {calls} -label cuse
+    PFM_DEVICE=/run/pfm/pfcntr $P ioctl_bench -n {calls} -label fuse
+    $P pfm-bench --device /dev/pfcntr --iterations {calls} | sed 's/^/pfm-bench cuse: /'
+    $P pfm-bench --device /run/pfm/pfcntr --iterations {calls} | sed 's/^/pfm-bench fuse: /'
 done
 "#
     );
-    let Some((stdout, stderr)) = run_in_vm(&script, 1800, smp) else {
+    let Some((stdout, stderr)) = run_in_vm(&script, 1800, 2, &[Path::new(PFM_BENCH)]) else {
         return;
     };
-    // (label, row) -> [p50, p99, mean, calls/s] per round.
-    let mut rows: HashMap<(String, String), Vec<[f64; 4]>> = HashMap::new();
-    let mut order: Vec<String> = Vec::new();
-    for line in stdout.lines().filter(|l| l.starts_with("bench ")) {
-        let kv: HashMap<&str, &str> = line
-            .split_whitespace()
-            .filter_map(|w| w.split_once('='))
-            .collect();
-        let num = |k: &str| {
-            kv.get(k)
-                .and_then(|v| v.parse::<f64>().ok())
-                .unwrap_or(f64::NAN)
-        };
-        let row = kv["row"].to_string();
-        if !order.contains(&row) {
-            order.push(row.clone());
+    let mut bench = Samples::default();
+    let mut pfm = Samples::default();
+    for line in stdout.lines() {
+        if let Some(rest) = line.strip_prefix("bench ") {
+            let kv: HashMap<&str, &str> = rest
+                .split_whitespace()
+                .filter_map(|w| w.split_once('='))
+                .collect();
+            let num = |k: &str| {
+                kv.get(k)
+                    .and_then(|v| v.parse::<f64>().ok())
+                    .unwrap_or(f64::NAN)
+            };
+            bench.add(
+                kv["label"],
+                kv["row"],
+                [num("p50_ns") / 1e3, num("p99_ns") / 1e3, num("calls_per_s")],
+            );
+        } else if let Some((label, rest)) = line
+            .strip_prefix("pfm-bench ")
+            .and_then(|l| l.split_once(": "))
+        {
+            // "<operation> <p50>us <p99>us <calls/s>"
+            let words: Vec<&str> = rest.split_whitespace().collect();
+            let [.., p50, p99, per_s] = words.as_slice() else {
+                continue;
+            };
+            let us = |w: &str| w.strip_suffix("us").and_then(|v| v.parse::<f64>().ok());
+            if let (Some(p50), Some(p99), Ok(per_s)) = (us(p50), us(p99), per_s.parse()) {
+                let name = words[..words.len() - 3].join(" ");
+                pfm.add(label, &name, [p50, p99, per_s]);
+            }
         }
-        rows.entry((kv["label"].to_string(), row))
-            .or_default()
-            .push([
-                num("p50_ns"),
-                num("p99_ns"),
-                num("mean_ns"),
-                num("calls_per_s"),
-            ]);
     }
-    assert!(!rows.is_empty(), "no bench lines:\n{stdout}\n{stderr}");
-    let median = |label: &str, row: &str, i: usize| -> f64 {
-        let mut v: Vec<f64> = rows
+    assert!(
+        !bench.order.is_empty() && !pfm.order.is_empty(),
+        "no benchmark lines:\n{stdout}\n{stderr}"
+    );
+    println!(
+        "CUSE vs FUSE in one VM (2 vCPUs, pinned: {pin:?}), {calls} calls x {rounds} rounds, medians over rounds"
+    );
+    println!("\npfm-bench --device (the foundation benchmark):");
+    pfm.print();
+    println!("\nexamples/c/ioctl_bench:");
+    bench.print();
+}
+
+const PFM_BENCH: &str = env!("CARGO_BIN_EXE_pfm-bench");
+
+/// Per (transport, row): [p50 us, p99 us, calls/s] for each round.
+#[derive(Default)]
+struct Samples {
+    rows: HashMap<(String, String), Vec<[f64; 3]>>,
+    order: Vec<String>,
+}
+
+impl Samples {
+    fn add(&mut self, label: &str, row: &str, figures: [f64; 3]) {
+        if !self.order.iter().any(|r| r == row) {
+            self.order.push(row.to_string());
+        }
+        self.rows
+            .entry((label.to_string(), row.to_string()))
+            .or_default()
+            .push(figures);
+    }
+
+    fn median(&self, label: &str, row: &str, i: usize) -> f64 {
+        let mut v: Vec<f64> = self
+            .rows
             .get(&(label.to_string(), row.to_string()))
             .map(|r| r.iter().map(|x| x[i]).collect())
             .unwrap_or_default();
         v.sort_by(f64::total_cmp);
         v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
-    };
-    println!(
-        "ioctl_bench in the VM ({smp} vCPU): {calls} calls x {rounds} rounds, medians over rounds, us"
-    );
-    println!(
-        "{:<12} {:>9} {:>9} {:>6} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8}",
-        "row",
-        "CUSE p50",
-        "FUSE p50",
-        "C/F",
-        "CUSE p99",
-        "FUSE p99",
-        "CUSE avg",
-        "FUSE avg",
-        "CUSE/s",
-        "FUSE/s"
-    );
-    for row in &order {
-        let us = |label: &str, i: usize| median(label, row, i) / 1e3;
+    }
+
+    fn print(&self) {
         println!(
-            "{:<12} {:>9.1} {:>9.1} {:>6.2} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>8.0} {:>8.0}",
-            row,
-            us("cuse", 0),
-            us("fuse", 0),
-            us("cuse", 0) / us("fuse", 0),
-            us("cuse", 1),
-            us("fuse", 1),
-            us("cuse", 2),
-            us("fuse", 2),
-            median("cuse", row, 3),
-            median("fuse", row, 3),
+            "{:<28} {:>10} {:>10} {:>6} {:>10} {:>10} {:>9} {:>9}",
+            "row", "CUSE p50", "FUSE p50", "C/F", "CUSE p99", "FUSE p99", "CUSE/s", "FUSE/s"
         );
+        for row in &self.order {
+            let m = |label: &str, i: usize| self.median(label, row, i);
+            println!(
+                "{:<28} {:>8.1}us {:>8.1}us {:>6.2} {:>8.1}us {:>8.1}us {:>9.0} {:>9.0}",
+                row,
+                m("cuse", 0),
+                m("fuse", 0),
+                m("cuse", 0) / m("fuse", 0),
+                m("cuse", 1),
+                m("fuse", 1),
+                m("cuse", 2),
+                m("fuse", 2),
+            );
+        }
     }
 }

@@ -243,31 +243,17 @@ fn handle(device: &Device, request: &Request<'_>) -> Option<Vec<u8>> {
 mod tests {
     use super::*;
     use crate::backend::mock::MockBackend;
-    use crate::device::DeviceConfig;
-    use crate::device::caller::SecurityPolicy;
+    use crate::device::test_fixtures;
     use crate::ioctl::abi::{PFM_COUNTERS, PfCntrs};
     use crate::ioctl::numbers as n;
-    use crate::model::{EventMap, Implementation};
+    use crate::model::Implementation;
     use zerocopy::{FromBytes, IntoBytes};
 
     const ARG: u64 = 0x7ffd_0000_0100;
     const PTR: u64 = 0x5555_0000_2000;
 
     fn device() -> Device {
-        Device::new(
-            DeviceConfig {
-                implementation: Implementation::Ev4,
-                cpu_khz: 1_000_000,
-                configured_cpus: 2,
-                online_cpus: vec![0, 1],
-                policy: SecurityPolicy {
-                    allow_gid: None,
-                    paranoid_override: Some(-1),
-                },
-                event_map: EventMap::default(),
-            },
-            Arc::new(MockBackend::default()),
-        )
+        test_fixtures::device(Implementation::Ev4, &MockBackend::default(), -1)
     }
 
     /// The test thread is the caller: its credentials come from /proc.
