@@ -56,6 +56,7 @@ run ev4count_each ev4count -each -ms 100
 run ev4count_one ev4count -one -ms 100
 run ev4count_select ev4count -select -ms 100
 run ev4count_nobody su -s /bin/sh nobody -c 'ev4count -select -ms 100'
+run read_profile read_check
 if [ -x /work/compat32 ]; then run compat32 compat32; fi
 # A caller killed in the middle of its ioctls leaves the device free.
 ioctl_bench -n 200000 -label killed >/dev/null 2>&1 &
@@ -168,20 +169,27 @@ fn programs() -> Option<&'static [PathBuf]> {
                     }
                 }
             }
-            let source = dir.join("iowr_check.c");
-            std::fs::write(&source, IOWR_CHECK_C).unwrap();
-            let exe = dir.join("iowr_check");
-            let out = Command::new("gcc")
-                .args(["-static", "-std=c99", "-O2", "-Wall", "-Wextra", "-Werror"])
-                .arg("-I")
-                .arg(Path::new(CRATE).join("include"))
-                .arg("-o")
-                .arg(&exe)
-                .arg(&source)
-                .output()
-                .expect("gcc");
-            assert!(out.status.success(), "iowr_check.c: {}", String::from_utf8_lossy(&out.stderr));
-            built.push(exe);
+            // Checks of our own, embedded below.
+            for (name, text) in [("iowr_check", IOWR_CHECK_C), ("read_check", READ_CHECK_C)] {
+                let source = dir.join(format!("{name}.c"));
+                std::fs::write(&source, text).unwrap();
+                let exe = dir.join(name);
+                let out = Command::new("gcc")
+                    .args(["-static", "-std=c99", "-O2", "-Wall", "-Wextra", "-Werror"])
+                    .arg("-I")
+                    .arg(Path::new(CRATE).join("include"))
+                    .arg("-o")
+                    .arg(&exe)
+                    .arg(&source)
+                    .output()
+                    .expect("gcc");
+                assert!(
+                    out.status.success(),
+                    "{name}.c: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                built.push(exe);
+            }
             // A 32-bit caller, without libc (no multilib needed): open the
             // device, one PCNTRENABLE, exit with the errno it got.
             let source = dir.join("compat32.c");
@@ -261,6 +269,60 @@ main(void)
 	} else
 		printf("PASS getinfo_readonly\n");
 	return fails != 0;
+}
+"#;
+
+/// `read(2)` of a 256 KiB PC profile over CUSE: the kernel splits it into
+/// 128 KiB pieces whose offsets count from 0 (contract section 6); every read
+/// returns the whole snapshot, the same bytes while counting is off.
+const READ_CHECK_C: &str = r#"
+#include <sys/types.h>
+#include <sys/ioctl.h>
+#include <sys/pfcntr.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+int
+main(void)
+{
+	long items = PFM_COUNTERS | PFM_PROFILING, size = 0;
+	struct addr_range r;
+	struct iccsr mux;
+	unsigned int *a, *b;
+	unsigned long sum = 0, i;
+	volatile unsigned long x = 1;
+	ssize_t n1, n2;
+	int fd;
+
+	if ((fd = open("/dev/pfcntr", O_RDONLY | PCNTOPENALL)) < 0) { perror("open"); return 1; }
+	memset(&mux, 0, sizeof mux);
+	mux.iccsr_mux0 = PF_CYCLES;
+	mux.iccsr_pc0 = PF_C0_INT_EVERY_4096;
+	mux.iccsr_disable = 2;
+	r.start = ((unsigned long)&main) & ~0xfffffUL;
+	r.end = r.start + (1UL << 20);		/* 1 MiB of text: 256 KiB of buckets */
+	if (ioctl(fd, PCNTSETITEMS, &items) < 0) { perror("SETITEMS"); return 1; }
+	if (ioctl(fd, PCNTSETMUX, &mux) < 0) { perror("SETMUX"); return 1; }
+	if (ioctl(fd, PCNTLOGSELECT, 0) < 0) { perror("LOGSELECT"); return 1; }
+	if (ioctl(fd, PCNTSETUADDR, &r) < 0) { perror("SETUADDR"); return 1; }
+	if (ioctl(fd, PCNTGETRSIZE, &size) < 0) { perror("GETRSIZE"); return 1; }
+	if (ioctl(fd, PCNTRENABLE, 0) < 0) { perror("RENABLE"); return 1; }
+	for (i = 0; i < 50000000; i++)
+		x = x * 6364136223846793005UL + 1;
+	if (ioctl(fd, PCNTRDISABLE, 0) < 0) { perror("RDISABLE"); return 1; }
+	a = calloc(1, size + 4096);
+	b = calloc(1, size + 4096);
+	n1 = read(fd, a, size + 4096);
+	n2 = read(fd, b, size + 4096);
+	for (i = 0; i < (unsigned long)size / 4; i++)
+		sum += a[i];
+	printf("rsize=%ld read1=%zd read2=%zd same=%d samples=%lu\n", size, n1, n2,
+	    n1 == n2 && memcmp(a, b, size) == 0, sum);
+	return !(size == 262144 && n1 == size && n2 == size && memcmp(a, b, size) == 0 && sum > 0);
 }
 "#;
 
@@ -419,6 +481,13 @@ fn cuse_transport_in_a_vm() {
     for name in ["ev4count_all", "ev4count_one", "ev4count_select"] {
         assert!(first_count(&step(name)) > Some(0), "{}", ctx(name));
     }
+    // A profile read larger than one CUSE transfer, from one snapshot.
+    let read = step("read_profile");
+    assert!(
+        read.rc == 0 && read.out.contains("read1=262144 read2=262144 same=1"),
+        "{}",
+        ctx("read_profile")
+    );
     // _IOWR through one argument, and the kernel's own EFAULTs.
     assert_eq!(step("iowr").rc, 0, "{}", ctx("iowr"));
     // 32-bit callers: ENOTTY (25).

@@ -6,7 +6,8 @@
 //! - [`wire`]: request parsing and reply encoding;
 //! - [`ioctl`]: the stateless FUSE_IOCTL_RETRY protocol for pointer arguments;
 //! - [`session`]: CUSE_INIT, then reader threads answering from the device core;
-//! - [`channel`]: the `/dev/cuse` file (the only `unsafe` is `poll(2)`);
+//! - [`channel`]: the `/dev/cuse` file and its readers (the only `unsafe`:
+//!   `poll(2)`, `sigaction(2)`, `pthread_kill(3)`);
 //! - [`node`]: the `/dev` node: waiting for it, `--mode`, `--group`.
 //!
 //! Requests and their answers: OPEN → `Device::open` (open flags carry the

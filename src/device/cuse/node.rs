@@ -7,7 +7,7 @@ use super::CuseError;
 use std::fs;
 use std::io;
 use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 /// Where the kernel lists CUSE devices (class `cuse`).
@@ -116,7 +116,7 @@ pub fn apply_permissions(path: &Path, mode: u16, gid: Option<u32>) -> Result<(),
 
 /// After the channel closed: the node should be gone (devtmpfs removes it
 /// synchronously). Logged, never fatal.
-pub fn confirm_removed(path: &PathBuf) {
+pub fn confirm_removed(path: &Path) {
     let deadline = Instant::now() + Duration::from_secs(1);
     while fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_char_device()) {
         if Instant::now() > deadline {
