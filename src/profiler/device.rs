@@ -74,6 +74,12 @@ impl PfmDevice {
         self.ioctl("PCNTLOGALL", n::PCNTLOGALL, std::ptr::null_mut())
     }
 
+    /// PCNTLOGSELECT: the calling thread (and what it creates afterwards)
+    /// gets the PME bit.
+    pub fn log_select(&self) -> Result<(), ProfError> {
+        self.ioctl("PCNTLOGSELECT", n::PCNTLOGSELECT, std::ptr::null_mut())
+    }
+
     pub fn clear(&self) -> Result<(), ProfError> {
         self.ioctl("PCNTCLEARCNT", n::PCNTCLEARCNT, std::ptr::null_mut())
     }
