@@ -151,7 +151,8 @@ fn drain(entry: &Entry) {
             Ok(Record::Sample(s)) => {
                 let sample = Sample {
                     ip: s.ip().unwrap_or(0),
-                    pid: s.pid().unwrap_or(0),
+                    // Unknown is never 0: pid 0 is the idle task.
+                    pid: s.pid().unwrap_or(u32::MAX),
                     tid: s.tid().unwrap_or(0),
                     cpu: s.cpu().unwrap_or(entry.cpu),
                     user: misc & PERF_RECORD_MISC_CPUMODE_MASK == PERF_RECORD_MISC_USER,
