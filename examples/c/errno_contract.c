@@ -738,8 +738,35 @@ static struct ioctlrow {
 	{ "other_family_PCNT6GETCNT",	F4 | F5, PCNTOPENALL, 0, PCNT6GETCNT, A_ARRAY, EINVAL },
 	{ "other_family_PCNTSETMUX",	F5 | F6, PCNTOPENALL, 0, PCNTSETMUX, A_ICCSR, EINVAL },
 	{ "other_family_PCNTGETCNT",	F5 | F6, PCNTOPENALL, 0, PCNTGETCNT, A_ARRAY, EINVAL },
+	{ "getcnt5_ok",			F5, PCNTOPENALL, 0, PCNT5GETCNT, A_ARRAY, 0 },
+	{ "getcnt5_without_counters",	F5, PCNTOPENALL, PFM_PROFILING, PCNT5GETCNT, A_ARRAY, EINVAL },
+	{ "getcnt5_null_pointer",	F5, PCNTOPENALL, 0, PCNT5GETCNT, A_NULLPTR, EFAULT },
+	{ "readcntrs5_ok",		F5, PCNTOPENALL, 0, PCNT5READCNTRS, A_GUARD_FULL, 0 },
+	{ "readcntrs5_without_counters", F5, PCNTOPENALL, PFM_PROFILING, PCNT5READCNTRS, A_ARRAY, EINVAL },
+	{ "readcntrs5_each_full_ok",	F5, PCNTOPENEACH, 0, PCNT5READCNTRS, A_GUARD_FULL, 0 },
+	{ "readcntrs5_each_one_short",	F5, PCNTOPENEACH, 0, PCNT5READCNTRS, A_GUARD_SHORT, EFAULT },
+	{ "getcnt5_each_one_short",	F5, PCNTOPENEACH, 0, PCNT5GETCNT, A_GUARD_SHORT, EFAULT },
+	{ "getcnt6_ok",			F6, PCNTOPENALL, 0, PCNT6GETCNT, A_ARRAY, 0 },
+	{ "getcnt6_without_counters",	F6, PCNTOPENALL, PFM_PROFILING, PCNT6GETCNT, A_ARRAY, EINVAL },
+	{ "getcnt6_null_pointer",	F6, PCNTOPENALL, 0, PCNT6GETCNT, A_NULLPTR, EFAULT },
+	{ "readcntrs6_ok",		F6, PCNTOPENALL, 0, PCNT6READCNTRS, A_GUARD_FULL, 0 },
+	{ "readcntrs6_without_counters", F6, PCNTOPENALL, PFM_PROFILING, PCNT6READCNTRS, A_ARRAY, EINVAL },
+	{ "readcntrs6_each_full_ok",	F6, PCNTOPENEACH, 0, PCNT6READCNTRS, A_GUARD_FULL, 0 },
+	{ "readcntrs6_each_one_short",	F6, PCNTOPENEACH, 0, PCNT6READCNTRS, A_GUARD_SHORT, EFAULT },
+	{ "getcnt6_each_one_short",	F6, PCNTOPENEACH, 0, PCNT6GETCNT, A_GUARD_SHORT, EFAULT },
 	{ 0, 0, 0, 0, 0, 0, 0 }
 };
+
+/* Bytes of one element of this family's *GETCNT / *READCNTRS array. */
+static size_t
+element_size(void)
+{
+	if (family == PFM_FAMILY_EV5)
+		return sizeof(struct pfcntrs_ev5);
+	if (family == PFM_FAMILY_EV6)
+		return sizeof(struct pfcntrs_ev6);
+	return sizeof(struct pfcntrs);
+}
 
 static void
 ioctl_rows(void)
@@ -816,7 +843,7 @@ ioctl_rows(void)
 			}
 			if (r->arg == A_GUARD_SHORT)
 				n--;
-			if ((p = guarded(n * sizeof(struct pfcntrs))) == 0)
+			if ((p = guarded(n * element_size())) == 0)
 				bad = 1;
 			break;
 		case A_UADDR:
@@ -1467,6 +1494,83 @@ access_rows(void)
 		expect(0, xioctl(fd, PCNTRENABLE, 0));
 }
 
+/*
+ * The EV5 and EV6/EV67 rows that need more than one ioctl: periods that need
+ * privilege, undefined mux codes, EV67's pairs, profile-me statistics, and
+ * events no host counts.
+ */
+static void
+family_rows(void)
+{
+	long v;
+	int fd, ev67 = have_info && info.pi_impl == PFM_IMPL_EV67;
+
+	begin("pcnt5freq_256_needs_privilege");
+	if (family != PFM_FAMILY_EV5)
+		skip("not an EV5");
+	else if ((fd = must_open(PCNTOPENALL, "open")) >= 0) {
+		v = PF5_C0_INT_EVERY_256;
+		expect(geteuid() == 0 || perf_capable() ? 0 : EPERM, xioctl(fd, PCNT5FREQ, &v));
+	}
+
+	begin("pcnt5mux_undefined_code");
+	if (family != PFM_FAMILY_EV5)
+		skip("not an EV5");
+	else if ((fd = must_open(PCNTOPENALL, "open")) >= 0) {
+		v = 0x1;	/* counter 2 code 1 is no event */
+		expect(EINVAL, xioctl(fd, PCNT5MUX, &v));
+	}
+
+	begin("pcnt5mux_unavailable_event");
+	if (family != PFM_FAMILY_EV5)
+		skip("not an EV5");
+	else if ((fd = must_open(PCNTOPENALL, "open")) >= 0) {
+		v = PF5_MUX1_SPLIT_ISSUE_CYCLES;	/* no host event counts it */
+		expect(EOPNOTSUPP, xioctl(fd, PCNT5MUX, &v));
+	}
+
+	begin("pcnt6mux_unavailable_event");
+	if (family != PFM_FAMILY_EV6 || ev67)
+		skip("not an EV6");
+	else if ((fd = must_open(PCNTOPENALL, "open")) >= 0) {
+		v = PF6_MUX1_RET_DTB_DOUBLE_MISSES;	/* no host event counts it */
+		expect(EOPNOTSUPP, xioctl(fd, PCNT6MUX, &v));
+	}
+
+	begin("pcnt6mux_ev67_only_pairs");
+	if (!ev67)
+		skip("not an EV67");
+	else if ((fd = must_open(PCNTOPENALL, "open")) >= 0) {
+		v = PF6_MUX1_RET_COND_BRANCHES;	/* an EV6 code, no EV67 pair */
+		expect(EINVAL, xioctl(fd, PCNT6MUX, &v));
+	}
+
+	begin("setitems_profile_me_needs_ev67");
+	if (ev67)
+		skip("the device is an EV67");
+	else if ((fd = must_open(PCNTOPENALL, "open")) >= 0) {
+		v = PFM_COUNTERS | ((long)PF67_PM_RETIRE << PFM_PROFME_MODE_SHIFT);
+		expect(EINVAL, xioctl(fd, PCNTSETITEMS, &v));
+	}
+
+	begin("setitems_profile_me_retire_ok");
+	if (!ev67)
+		skip("not an EV67");
+	else if ((fd = must_open(PCNTOPENALL, "open")) >= 0) {
+		v = PFM_COUNTERS | ((long)PF67_PM_RETIRE << PFM_PROFME_MODE_SHIFT);
+		expect(0, xioctl(fd, PCNTSETITEMS, &v));
+	}
+
+	begin("setitems_profile_me_unsupported");
+	if (!ev67)
+		skip("not an EV67");
+	else if ((fd = must_open(PCNTOPENALL, "open")) >= 0) {
+		/* No host sampling hardware reports arithmetic traps. */
+		v = PFM_COUNTERS | ((long)PF67_PM_ARITH_TRAP << PFM_PROFME_MODE_SHIFT);
+		expect(EOPNOTSUPP, xioctl(fd, PCNTSETITEMS, &v));
+	}
+}
+
 int
 main(void)
 {
@@ -1509,6 +1613,7 @@ main(void)
 		ioctl_rows();
 		count_rows();
 		sampling_rows();
+		family_rows();
 		access_rows();
 	}
 	cleanup();
