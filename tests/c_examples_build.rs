@@ -9,7 +9,13 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 /// Every program the Makefile builds.
-const PROGRAMS: [&str; 4] = ["ev4count", "errno_contract", "ev5count", "papi_ev6"];
+const PROGRAMS: [&str; 5] = [
+    "ev4count",
+    "errno_contract",
+    "ev5count",
+    "papi_ev6",
+    "uprofile",
+];
 
 fn examples() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/c")

@@ -1,8 +1,9 @@
 /*
  * errno_contract -- check the errno contract of /dev/pfcntr (pfm(7)).
  *
- * Every row of the contract's errno table that EV4 counting reaches (no
- * sampling), and the positive paths those rows stand on.  One line per check:
+ * Every row of the contract's errno table that EV4 counting and sampling
+ * (IPL histograms, PC profiling) reach, and the positive paths those rows
+ * stand on.  One line per check:
  *
  *	PASS name
  *	FAIL name: expected E got G
@@ -12,7 +13,10 @@
  * Lines starting with '#' are information.
  *
  * The device is $PFM_DEVICE if set, else /dev/pfcntr.  Run it once as root
- * and once as an ordinary user: the EACCES rows need the latter.
+ * and once as an ordinary user: the EACCES rows need the latter, the
+ * kernel-profiling rows (PCNTCALLER ranges) the former.  A device without
+ * PC profiling (PCNTGETRSIZE refused after a range was set) skips the
+ * sampling rows and says so.
  */
 #define _GNU_SOURCE			/* sched_setaffinity, CPU_SET, MAP_ANONYMOUS */
 #include <sys/types.h>
@@ -734,8 +738,35 @@ static struct ioctlrow {
 	{ "other_family_PCNT6GETCNT",	F4 | F5, PCNTOPENALL, 0, PCNT6GETCNT, A_ARRAY, EINVAL },
 	{ "other_family_PCNTSETMUX",	F5 | F6, PCNTOPENALL, 0, PCNTSETMUX, A_ICCSR, EINVAL },
 	{ "other_family_PCNTGETCNT",	F5 | F6, PCNTOPENALL, 0, PCNTGETCNT, A_ARRAY, EINVAL },
+	{ "getcnt5_ok",			F5, PCNTOPENALL, 0, PCNT5GETCNT, A_ARRAY, 0 },
+	{ "getcnt5_without_counters",	F5, PCNTOPENALL, PFM_PROFILING, PCNT5GETCNT, A_ARRAY, EINVAL },
+	{ "getcnt5_null_pointer",	F5, PCNTOPENALL, 0, PCNT5GETCNT, A_NULLPTR, EFAULT },
+	{ "readcntrs5_ok",		F5, PCNTOPENALL, 0, PCNT5READCNTRS, A_GUARD_FULL, 0 },
+	{ "readcntrs5_without_counters", F5, PCNTOPENALL, PFM_PROFILING, PCNT5READCNTRS, A_ARRAY, EINVAL },
+	{ "readcntrs5_each_full_ok",	F5, PCNTOPENEACH, 0, PCNT5READCNTRS, A_GUARD_FULL, 0 },
+	{ "readcntrs5_each_one_short",	F5, PCNTOPENEACH, 0, PCNT5READCNTRS, A_GUARD_SHORT, EFAULT },
+	{ "getcnt5_each_one_short",	F5, PCNTOPENEACH, 0, PCNT5GETCNT, A_GUARD_SHORT, EFAULT },
+	{ "getcnt6_ok",			F6, PCNTOPENALL, 0, PCNT6GETCNT, A_ARRAY, 0 },
+	{ "getcnt6_without_counters",	F6, PCNTOPENALL, PFM_PROFILING, PCNT6GETCNT, A_ARRAY, EINVAL },
+	{ "getcnt6_null_pointer",	F6, PCNTOPENALL, 0, PCNT6GETCNT, A_NULLPTR, EFAULT },
+	{ "readcntrs6_ok",		F6, PCNTOPENALL, 0, PCNT6READCNTRS, A_GUARD_FULL, 0 },
+	{ "readcntrs6_without_counters", F6, PCNTOPENALL, PFM_PROFILING, PCNT6READCNTRS, A_ARRAY, EINVAL },
+	{ "readcntrs6_each_full_ok",	F6, PCNTOPENEACH, 0, PCNT6READCNTRS, A_GUARD_FULL, 0 },
+	{ "readcntrs6_each_one_short",	F6, PCNTOPENEACH, 0, PCNT6READCNTRS, A_GUARD_SHORT, EFAULT },
+	{ "getcnt6_each_one_short",	F6, PCNTOPENEACH, 0, PCNT6GETCNT, A_GUARD_SHORT, EFAULT },
 	{ 0, 0, 0, 0, 0, 0, 0 }
 };
+
+/* Bytes of one element of this family's *GETCNT / *READCNTRS array. */
+static size_t
+element_size(void)
+{
+	if (family == PFM_FAMILY_EV5)
+		return sizeof(struct pfcntrs_ev5);
+	if (family == PFM_FAMILY_EV6)
+		return sizeof(struct pfcntrs_ev6);
+	return sizeof(struct pfcntrs);
+}
 
 static void
 ioctl_rows(void)
@@ -812,7 +843,7 @@ ioctl_rows(void)
 			}
 			if (r->arg == A_GUARD_SHORT)
 				n--;
-			if ((p = guarded(n * sizeof(struct pfcntrs))) == 0)
+			if ((p = guarded(n * element_size())) == 0)
 				bad = 1;
 			break;
 		case A_UADDR:
@@ -971,6 +1002,442 @@ failed:
 	}
 }
 
+/* ------------------------------------------------------------------ */
+
+/*
+ * Sampling (contract 6): PCNTGETRSIZE, strides, ENOMEM, read(2) from byte
+ * 0, IPL histograms and their EFAULT rows, PCNTCALLER and its ranges.
+ */
+
+static int sampling = -1;	/* 1: the device does PC profiling; 0: skip */
+static int kernel_ok;		/* this caller may profile the kernel (8) */
+static unsigned long kstext, ketext;	/* kernel text, 0 if unreadable */
+
+/* [_stext, _etext) from /proc/kallsyms; zeros without privilege. */
+static void
+read_kernel_text(void)
+{
+	FILE *f;
+	char line[512], name[256], type;
+	unsigned long a;
+
+	if ((f = fopen("/proc/kallsyms", "r")) == 0)
+		return;
+	while (fgets(line, sizeof line, f))
+		if (sscanf(line, "%lx %c %255s", &a, &type, name) == 3) {
+			if (strcmp(name, "_stext") == 0)
+				kstext = a;
+			else if (strcmp(name, "_etext") == 0)
+				ketext = a;
+		}
+	fclose(f);
+	if (kstext == 0 || ketext <= kstext)
+		kstext = ketext = 0;
+}
+
+extern char __executable_start, etext;	/* our text (the linker's names) */
+#define WHOLE_TEXT	(~0UL)
+
+/*
+ * Open with items, LOGSELECT and a user range of len bytes of our text
+ * (WHOLE_TEXT: all of it; 0: no range).
+ */
+static int
+profiled_open(int mode, long items, unsigned long len, unsigned long stride)
+{
+	addr_range_t r;
+	int fd;
+
+	if ((fd = must_open(mode, "open")) < 0)
+		return -1;
+	if (STEP(fd, PCNTSETITEMS, &items) || STEP(fd, PCNTLOGSELECT, 0))
+		return -1;
+	if (len) {
+		memset(&r, 0, sizeof r);
+		r.start = (unsigned long)&text_anchor & ~15UL;
+		r.end = r.start + len;
+		if (len == WHOLE_TEXT) {
+			r.start = (unsigned long)&__executable_start;
+			r.end = (unsigned long)&etext;
+		}
+		r.stride = stride;
+		if (STEP(fd, PCNTSETURANGE, &r))
+			return -1;
+	}
+	return fd;
+}
+
+static void
+expect_rsize(int fd, long want)
+{
+	long n = -1;
+
+	if (STEP(fd, PCNTGETRSIZE, &n) == 0)
+		expect_val("PCNTGETRSIZE", (unsigned long)want, (unsigned long)n);
+}
+
+/* Is there PC profiling at all?  Decides whether the rows below run. */
+static void
+sampling_probe(void)
+{
+	long n = -1;
+	int fd, e;
+
+	begin("sampling_probe");
+	sampling = 0;
+	if ((fd = profiled_open(PCNTOPENALL, PFM_PROFILING, 4096, 4)) < 0)
+		return;
+	if ((e = xioctl(fd, PCNTGETRSIZE, &n)) != 0) {
+		printf("# PCNTGETRSIZE after PCNTSETURANGE: %s\n", errname(e));
+		skip("the device has no PC profiling: sampling rows skipped");
+		return;
+	}
+	sampling = 1;
+	pass();
+}
+
+/* The row is skipped when the probe found no profiling. */
+static int
+no_sampling(void)
+{
+	if (sampling)
+		return 0;
+	skip("no PC profiling on this device");
+	return 1;
+}
+
+static void
+rsize_rows(void)
+{
+	struct pfm_info pi;
+	struct addr_range ar;
+	addr_range_t r;
+	long items = PFM_PROFILING;
+	int fd;
+
+	begin("getrsize_no_range_is_0");
+	if (!no_sampling() && (fd = profiled_open(PCNTOPENALL, PFM_PROFILING, 0, 0)) >= 0)
+		expect_rsize(fd, 0);
+
+	begin("getrsize_counters_only_is_0");
+	if (!no_sampling() && (fd = must_open(PCNTOPENALL, "open")) >= 0)
+		expect_rsize(fd, 0);
+
+	/* A bucket is stride instructions of 4 bytes: 4096 / 16 buckets of 4 bytes. */
+	begin("getrsize_stride_4_is_range_over_4");
+	if (!no_sampling() && (fd = profiled_open(PCNTOPENALL, PFM_PROFILING, 4096, 4)) >= 0)
+		expect_rsize(fd, 1024);
+
+	begin("getrsize_stride_1");
+	if (!no_sampling() && (fd = profiled_open(PCNTOPENALL, PFM_PROFILING, 4096, 1)) >= 0)
+		expect_rsize(fd, 4096);
+
+	begin("getrsize_stride_0_one_bucket");
+	if (!no_sampling() && (fd = profiled_open(PCNTOPENALL, PFM_PROFILING, 4096, 0)) >= 0)
+		expect_rsize(fd, 4);
+
+	begin("getrsize_partial_bucket_rounds_up");
+	if (!no_sampling() && (fd = profiled_open(PCNTOPENALL, PFM_PROFILING, 4100, 4)) >= 0)
+		expect_rsize(fd, 1028);
+
+	begin("setuaddr_default_stride_4");
+	if (!no_sampling() && (fd = profiled_open(PCNTOPENALL, PFM_PROFILING, 0, 0)) >= 0) {
+		ar.start = (unsigned long)&text_anchor & ~15UL;
+		ar.end = ar.start + 4096;
+		if (STEP(fd, PCNTSETUADDR, &ar) == 0)
+			expect_rsize(fd, 1024);
+	}
+
+	begin("getrsize_each_times_ncpus");
+	if (!no_sampling() && (fd = profiled_open(PCNTOPENEACH, PFM_PROFILING, 4096, 4)) >= 0) {
+		memset(&pi, 0, sizeof pi);
+		if (STEP(fd, PCNTGETINFO, &pi) == 0)
+			expect_rsize(fd, 1024 * (long)pi.pi_ncpus);
+	}
+
+	begin("seturange_stride_3");
+	if (!no_sampling() && (fd = profiled_open(PCNTOPENALL, PFM_PROFILING, 0, 0)) >= 0) {
+		memset(&r, 0, sizeof r);
+		r.start = (unsigned long)&text_anchor & ~15UL;
+		r.end = r.start + 4096;
+		r.stride = 3;
+		expect(EINVAL, xioctl(fd, PCNTSETURANGE, &r));
+	}
+
+	begin("seturange_stride_6");
+	if (!no_sampling() && (fd = profiled_open(PCNTOPENALL, PFM_PROFILING, 0, 0)) >= 0) {
+		memset(&r, 0, sizeof r);
+		r.start = (unsigned long)&text_anchor & ~15UL;
+		r.end = r.start + 4096;
+		r.stride = 6;
+		expect(EINVAL, xioctl(fd, PCNTSETURANGE, &r));
+	}
+
+	/* 1 TiB at 16 bytes per bucket is 256 GiB of buckets: no device has that. */
+	begin("seturange_1tib_enomem");
+	if (!no_sampling() && (fd = must_open(PCNTOPENALL, "open")) >= 0 &&
+	    STEP(fd, PCNTSETITEMS, &items) == 0) {
+		memset(&r, 0, sizeof r);
+		r.start = 0x10000;
+		r.end = r.start + (1UL << 40);
+		r.stride = 4;
+		expect(ENOMEM, xioctl(fd, PCNTSETURANGE, &r));
+	}
+
+	begin("caller_with_user_profiling");
+	if (!no_sampling() && (fd = profiled_open(PCNTOPENALL, PFM_PROFILING, 4096, 4)) >= 0)
+		expect(EINVAL, xioctl(fd, PCNTCALLER, 0));
+}
+
+/*
+ * read(2) gives the bucket snapshot from byte 0 on every call, whatever
+ * was read before, up to the length asked.
+ */
+static void
+read_rows(void)
+{
+	static char *later[] = {
+		"read_returns_rsize", "read_profile_nonzero", "read_again_from_byte_0",
+		"read_short_is_a_prefix", "read_longer_returns_rsize", 0
+	};
+	struct iccsr mux;
+	unsigned int *a = 0, *b = 0;
+	unsigned long sum;
+	long n = 0, got, i;
+	int fd, j;
+
+	begin("read_setup");
+	if (family != PFM_FAMILY_EV4) {
+		skip("EV4 PCNTSETMUX; the device emulates another family");
+		goto skipped;
+	}
+	if (sampling == 0) {
+		skip("no PC profiling on this device");
+		goto skipped;
+	}
+	mux = mkiccsr(PF_CYCLES, PF_DCACHE, PF_C0_INT_EVERY_4096, 0, 2);
+	if ((fd = profiled_open(PCNTOPENALL, PFM_COUNTERS | PFM_PROFILING, WHOLE_TEXT, 4)) < 0 ||
+	    STEP(fd, PCNTSETMUX, &mux) || STEP(fd, PCNTCLEARCNT, 0) || STEP(fd, PCNTRENABLE, 0))
+		goto skipped;
+	burn(150);
+	if (STEP(fd, PCNTRDISABLE, 0) || STEP(fd, PCNTGETRSIZE, &n))
+		goto skipped;
+	if (n <= 0 || (a = calloc(1, (size_t)n + 64)) == 0 || (b = calloc(1, (size_t)n + 64)) == 0) {
+		fail("rsize>0", errname(0), 0);
+		goto skipped;
+	}
+	pass();
+
+	next("read_returns_rsize");
+	got = (long)read(fd, a, (size_t)n);
+	expect_val("read", (unsigned long)n, (unsigned long)got);
+
+	next("read_profile_nonzero");
+	for (sum = 0, i = 0; i < n / 4; i++)
+		sum += a[i];
+	if (sum > 0)
+		pass();
+	else
+		fail("buckets>0 after 150 ms in our own text", "0", 0);
+
+	next("read_again_from_byte_0");
+	got = (long)read(fd, b, (size_t)n);
+	if (got == n && memcmp(a, b, (size_t)n) == 0)
+		pass();
+	else
+		fail("the same snapshot", got == n ? "other bytes" : "a short read", 0);
+
+	next("read_short_is_a_prefix");
+	memset(b, 0xff, (size_t)n);
+	got = (long)read(fd, b, 8);
+	if (got == 8 && memcmp(a, b, 8) == 0)
+		pass();
+	else
+		fail("the first 8 bytes", got == 8 ? "other bytes" : "a short read", 0);
+
+	next("read_longer_returns_rsize");
+	got = (long)read(fd, b, (size_t)n + 64);
+	expect_val("read", (unsigned long)n, (unsigned long)got);
+	free(a);
+	free(b);
+	return;
+
+skipped:
+	free(a);
+	free(b);
+	for (j = 0; later[j]; j++) {
+		next(later[j]);
+		skip("read_setup did not run");
+	}
+}
+
+/* PCNTGETIPLHIS: one pfipls in ALL, one per CPU in EACH; EFAULT short. */
+static void
+ipl_rows(void)
+{
+	struct pfm_info pi;
+	struct pfipls *h, *p, one;
+	struct iccsr mux;
+	unsigned long sum;
+	int fd, i, k;
+
+	begin("getiplhis_all_one_element_ok");
+	if (!no_sampling() && (fd = profiled_open(PCNTOPENALL, PFM_IPL, 0, 0)) >= 0 &&
+	    (p = guarded(sizeof(struct pfipls))) != 0)
+		expect(0, xioctl(fd, PCNTGETIPLHIS, &p));
+
+	begin("getiplhis_null_pointer");
+	if (!no_sampling() && (fd = profiled_open(PCNTOPENALL, PFM_IPL, 0, 0)) >= 0) {
+		p = 0;
+		expect(EFAULT, xioctl(fd, PCNTGETIPLHIS, &p));
+	}
+
+	begin("getiplhis_null_argument");
+	if (!no_sampling() && (fd = profiled_open(PCNTOPENALL, PFM_IPL, 0, 0)) >= 0)
+		expect(EFAULT, xioctl(fd, PCNTGETIPLHIS, 0));
+
+	for (k = 0; k < 2; k++) {
+		begin(k == 0 ? "getiplhis_each_full_array_ok" : "getiplhis_each_array_one_short");
+		if (no_sampling() || (fd = profiled_open(PCNTOPENEACH, PFM_IPL, 0, 0)) < 0)
+			continue;
+		memset(&pi, 0, sizeof pi);
+		if (STEP(fd, PCNTGETINFO, &pi))
+			continue;
+		if ((p = guarded((pi.pi_ncpus - (unsigned long)k) * sizeof(struct pfipls))) == 0)
+			continue;
+		expect(k == 0 ? 0 : EFAULT, xioctl(fd, PCNTGETIPLHIS, &p));
+	}
+
+	begin("ipl_ticks_then_clearcnt_zeroes");
+	if (no_sampling())
+		return;
+	if (family != PFM_FAMILY_EV4) {
+		skip("EV4 PCNTSETMUX; the device emulates another family");
+		return;
+	}
+	mux = mkiccsr(PF_CYCLES, PF_DCACHE, PF_C0_INT_EVERY_4096, 0, 2);
+	if ((fd = profiled_open(PCNTOPENALL, PFM_IPL, 0, 0)) < 0 ||
+	    STEP(fd, PCNTSETMUX, &mux) || STEP(fd, PCNTCLEARCNT, 0) || STEP(fd, PCNTRENABLE, 0))
+		return;
+	burn(100);
+	h = &one;
+	memset(&one, 0, sizeof one);
+	if (STEP(fd, PCNTRDISABLE, 0) || STEP(fd, PCNTGETIPLHIS, &h))
+		return;
+	for (sum = 0, i = 0; i < 9; i++)
+		sum += one.ipl[i];
+	if (sum == 0) {
+		fail("IPL ticks>0 after 100 ms", "0", 0);
+		return;
+	}
+	if (STEP(fd, PCNTCLEARCNT, 0) || STEP(fd, PCNTGETIPLHIS, &h))
+		return;
+	for (sum = 0, i = 0; i < 9; i++)
+		sum += one.ipl[i];
+	expect_val("sum of ipl[] after PCNTCLEARCNT", 0, sum);
+}
+
+/* Kernel profiling: stride, PCNTCALLER ranges (root or CAP_PERFMON). */
+static void
+kernel_rows(void)
+{
+	static char *rows[] = {
+		"setkrange_stride_3", "caller_after_krange_ok", "caller_ranges_4_ok",
+		"caller_range_5th_enospc", "caller_range_outside_text_efault",
+		"caller_range_unaligned_efault", "caller_range_empty_efault", 0
+	};
+	struct addr_range ar;
+	addr_range_t r;
+	char *why = 0;
+	long items = PFM_PROFILING;
+	int fd = -1, i, e;
+
+	if (no_sampling())
+		why = "no PC profiling on this device";
+	else if (!kernel_ok)
+		why = "this caller may not profile the kernel (see the EACCES row)";
+	else if (kstext == 0)
+		why = "/proc/kallsyms shows no _stext/_etext to this caller";
+	if (why) {
+		for (i = 0; rows[i]; i++) {
+			begin(rows[i]);
+			skip(why);
+		}
+		return;
+	}
+
+	begin("setkrange_stride_3");
+	if ((fd = must_open(PCNTOPENALL, "open")) >= 0 && STEP(fd, PCNTSETITEMS, &items) == 0) {
+		memset(&r, 0, sizeof r);
+		r.start = kstext;
+		r.end = kstext + 4096;
+		r.stride = 3;
+		expect(EINVAL, xioctl(fd, PCNTSETKRANGE, &r));
+	}
+
+	begin("caller_after_krange_ok");
+	if ((fd = must_open(PCNTOPENALL, "open")) < 0 || STEP(fd, PCNTSETITEMS, &items))
+		return;
+	memset(&r, 0, sizeof r);
+	r.start = kstext;
+	r.end = ketext;
+	r.stride = 64;
+	if (STEP(fd, PCNTSETKRANGE, &r))
+		return;
+	expect(0, xioctl(fd, PCNTCALLER, 0));
+
+	next("caller_ranges_4_ok");
+	for (e = 0, i = 0; i < 4 && e == 0; i++) {
+		ar.start = kstext + (unsigned long)i * 4096;
+		ar.end = ar.start + 256;
+		e = xioctl(fd, PCNTSETKADDR, &ar);
+	}
+	expect(0, e);
+
+	next("caller_range_5th_enospc");
+	ar.start = kstext + 8 * 4096;
+	ar.end = ar.start + 256;
+	expect(ENOSPC, xioctl(fd, PCNTSETKADDR, &ar));
+
+	/* The EFAULT rows on a fresh open: ENOSPC would otherwise come first. */
+	begin("caller_range_outside_text_efault");
+	if ((fd = must_open(PCNTOPENALL, "open")) < 0 || STEP(fd, PCNTSETITEMS, &items))
+		return;
+	memset(&r, 0, sizeof r);
+	r.start = kstext;
+	r.end = ketext;
+	r.stride = 64;
+	if (STEP(fd, PCNTSETKRANGE, &r) || STEP(fd, PCNTCALLER, 0))
+		return;
+	ar.start = ketext;
+	ar.end = ketext + 256;
+	expect(EFAULT, xioctl(fd, PCNTSETKADDR, &ar));
+
+	next("caller_range_unaligned_efault");
+	ar.start = kstext + 2;
+	ar.end = kstext + 258;
+	expect(EFAULT, xioctl(fd, PCNTSETKADDR, &ar));
+
+	next("caller_range_empty_efault");
+	ar.start = kstext + 4096;
+	ar.end = ar.start;
+	expect(EFAULT, xioctl(fd, PCNTSETKADDR, &ar));
+}
+
+static void
+sampling_rows(void)
+{
+	int par = paranoid();
+
+	kernel_ok = geteuid() == 0 || par <= 0 || perf_capable();
+	read_kernel_text();
+	sampling_probe();
+	rsize_rows();
+	read_rows();
+	ipl_rows();
+	kernel_rows();
+}
+
 /*
  * Section 8: system-wide counting needs privilege (an ordinary user only).
  * A user in pfmd's --allow-group is allowed it too: run these rows as
@@ -981,6 +1448,8 @@ access_rows(void)
 {
 	int fd, par = paranoid();
 	char *why = 0;
+	long items = PFM_PROFILING;
+	addr_range_t r;
 
 	if (geteuid() == 0)
 		why = "running as root: root may count system-wide";
@@ -1001,6 +1470,20 @@ access_rows(void)
 	else if ((fd = must_open(PCNTOPENALL, "open")) >= 0)
 		expect(EACCES, xioctl(fd, PCNTRENABLE, 0));
 
+	begin("eacces_kernel_profiling");
+	if (why)
+		skip(why);
+	else if (sampling == 0)
+		skip("no PC profiling on this device");
+	else if ((fd = must_open(PCNTOPENALL, "open")) >= 0 &&
+	    STEP(fd, PCNTSETITEMS, &items) == 0) {
+		memset(&r, 0, sizeof r);
+		r.start = 0xffffffff81000000UL;
+		r.end = r.start + 4096;
+		r.stride = 4;
+		expect(EACCES, xioctl(fd, PCNTSETKRANGE, &r));
+	}
+
 	begin("logselect_renable_ok");
 	if (geteuid() == 0)
 		skip("running as root: count_setup covers it");
@@ -1009,6 +1492,83 @@ access_rows(void)
 	else if ((fd = must_open(PCNTOPENALL, "open")) >= 0 &&
 	    STEP(fd, PCNTLOGSELECT, 0) == 0)
 		expect(0, xioctl(fd, PCNTRENABLE, 0));
+}
+
+/*
+ * The EV5 and EV6/EV67 rows that need more than one ioctl: periods that need
+ * privilege, undefined mux codes, EV67's pairs, profile-me statistics, and
+ * events no host counts.
+ */
+static void
+family_rows(void)
+{
+	long v;
+	int fd, ev67 = have_info && info.pi_impl == PFM_IMPL_EV67;
+
+	begin("pcnt5freq_256_needs_privilege");
+	if (family != PFM_FAMILY_EV5)
+		skip("not an EV5");
+	else if ((fd = must_open(PCNTOPENALL, "open")) >= 0) {
+		v = PF5_C0_INT_EVERY_256;
+		expect(geteuid() == 0 || perf_capable() ? 0 : EPERM, xioctl(fd, PCNT5FREQ, &v));
+	}
+
+	begin("pcnt5mux_undefined_code");
+	if (family != PFM_FAMILY_EV5)
+		skip("not an EV5");
+	else if ((fd = must_open(PCNTOPENALL, "open")) >= 0) {
+		v = 0x1;	/* counter 2 code 1 is no event */
+		expect(EINVAL, xioctl(fd, PCNT5MUX, &v));
+	}
+
+	begin("pcnt5mux_unavailable_event");
+	if (family != PFM_FAMILY_EV5)
+		skip("not an EV5");
+	else if ((fd = must_open(PCNTOPENALL, "open")) >= 0) {
+		v = PF5_MUX1_SPLIT_ISSUE_CYCLES;	/* no host event counts it */
+		expect(EOPNOTSUPP, xioctl(fd, PCNT5MUX, &v));
+	}
+
+	begin("pcnt6mux_unavailable_event");
+	if (family != PFM_FAMILY_EV6 || ev67)
+		skip("not an EV6");
+	else if ((fd = must_open(PCNTOPENALL, "open")) >= 0) {
+		v = PF6_MUX1_RET_DTB_DOUBLE_MISSES;	/* no host event counts it */
+		expect(EOPNOTSUPP, xioctl(fd, PCNT6MUX, &v));
+	}
+
+	begin("pcnt6mux_ev67_only_pairs");
+	if (!ev67)
+		skip("not an EV67");
+	else if ((fd = must_open(PCNTOPENALL, "open")) >= 0) {
+		v = PF6_MUX1_RET_COND_BRANCHES;	/* an EV6 code, no EV67 pair */
+		expect(EINVAL, xioctl(fd, PCNT6MUX, &v));
+	}
+
+	begin("setitems_profile_me_needs_ev67");
+	if (ev67)
+		skip("the device is an EV67");
+	else if ((fd = must_open(PCNTOPENALL, "open")) >= 0) {
+		v = PFM_COUNTERS | ((long)PF67_PM_RETIRE << PFM_PROFME_MODE_SHIFT);
+		expect(EINVAL, xioctl(fd, PCNTSETITEMS, &v));
+	}
+
+	begin("setitems_profile_me_retire_ok");
+	if (!ev67)
+		skip("not an EV67");
+	else if ((fd = must_open(PCNTOPENALL, "open")) >= 0) {
+		v = PFM_COUNTERS | ((long)PF67_PM_RETIRE << PFM_PROFME_MODE_SHIFT);
+		expect(0, xioctl(fd, PCNTSETITEMS, &v));
+	}
+
+	begin("setitems_profile_me_unsupported");
+	if (!ev67)
+		skip("not an EV67");
+	else if ((fd = must_open(PCNTOPENALL, "open")) >= 0) {
+		/* No host sampling hardware reports arithmetic traps. */
+		v = PFM_COUNTERS | ((long)PF67_PM_ARITH_TRAP << PFM_PROFME_MODE_SHIFT);
+		expect(EOPNOTSUPP, xioctl(fd, PCNTSETITEMS, &v));
+	}
 }
 
 int
@@ -1052,6 +1612,8 @@ main(void)
 		mux_rows();
 		ioctl_rows();
 		count_rows();
+		sampling_rows();
+		family_rows();
 		access_rows();
 	}
 	cleanup();

@@ -107,6 +107,9 @@ pub struct SamplerSpec {
     pub modes: ModeFilter,
     /// Record a one-deep kernel callchain (caller attribution).
     pub callchain: bool,
+    /// Record the event's own count in each sample (`PERF_SAMPLE_READ`), so
+    /// ticks can follow the exact count rather than the nominal period.
+    pub read_count: bool,
     pub shared: bool,
 }
 
@@ -121,6 +124,9 @@ pub struct Sample {
     pub user: bool,
     /// The kernel caller of `ip` (the first return address of the callchain).
     pub caller: Option<u64>,
+    /// The sampled event's count when the sample was taken (CPU-wide: the
+    /// CPU's; per thread: that thread's), when the sampler reads it.
+    pub count: Option<u64>,
 }
 
 /// Where a sampler delivers. Called from the backend's sampler thread or from

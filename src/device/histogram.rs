@@ -4,6 +4,7 @@
 //! `effective period / period` so totals stay in interrupt units.
 
 use crate::backend::{Sample, SampleSink};
+use std::collections::HashMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -125,6 +126,16 @@ impl Histograms {
         }
     }
 
+    /// Ticks known to be idle time on `cpu` (IPL0 and idle), for the IPL
+    /// histogram only: no PC is known for them.
+    pub fn record_idle(&mut self, cpu: u32, weight: u64) {
+        if self.ipl_on {
+            let slot = self.slot(cpu);
+            self.ipl[slot][IPL_ZERO] += weight;
+            self.ipl[slot][IPL_IDLE] += weight;
+        }
+    }
+
     pub fn clear_ipl(&mut self) {
         self.ipl.iter_mut().for_each(|h| *h = [0; IPL_ENTRIES]);
     }
@@ -167,15 +178,70 @@ impl SharedHistograms {
     }
 }
 
-/// One sampling event's sink: every sample is one tick of `weight` interrupts.
+/// A sample standing for more than this many nominal samples' worth of
+/// events ends a gap (see `TickSink::sample`).
+const GAP_FACTOR: u64 = 4;
+
+/// One counter's sink: each sample is a tick of some interrupts.
 pub struct TickSink {
-    pub shared: std::sync::Arc<SharedHistograms>,
-    pub weight: u64,
+    shared: std::sync::Arc<SharedHistograms>,
+    /// Interrupts one sample stands for at the nominal period.
+    weight: u64,
+    /// Host events per sample at the nominal period.
+    host_period: u64,
+    /// The samplers count every task on their CPU (LOGALL) and read their
+    /// count into each sample.
+    cpu_wide: bool,
+    /// Per CPU: host events already turned into ticks.
+    credited: Mutex<HashMap<u32, u64>>,
+}
+
+impl TickSink {
+    pub fn new(
+        shared: std::sync::Arc<SharedHistograms>,
+        weight: u64,
+        host_period: u64,
+        cpu_wide: bool,
+    ) -> Self {
+        TickSink {
+            shared,
+            weight,
+            host_period: host_period.max(1),
+            cpu_wide,
+            credited: Mutex::default(),
+        }
+    }
+
+    /// Interrupts `sample` stands for: from the event's own count when the
+    /// sample carries it, so a timer that fires late or a throttled stretch
+    /// loses no ticks; else the nominal weight.
+    fn ticks(&self, sample: &Sample) -> u64 {
+        let Some(count) = sample.count.filter(|_| self.cpu_wide) else {
+            return self.weight;
+        };
+        let mut credited = self.credited.lock().unwrap_or_else(|e| e.into_inner());
+        let done = credited.entry(sample.cpu).or_insert(0);
+        let delta = count.saturating_sub(*done) as u128;
+        let ticks = delta * self.weight as u128 / self.host_period as u128;
+        *done += (ticks * self.host_period as u128 / self.weight as u128) as u64;
+        ticks as u64
+    }
 }
 
 impl SampleSink for TickSink {
     fn sample(&self, sample: &Sample) {
-        self.shared.lock().record(sample, self.weight);
+        let ticks = self.ticks(sample);
+        let mut histograms = self.shared.lock();
+        // The kernel throttles a CPU-wide sampler on an idle CPU whose tick
+        // is stopped, until the CPU wakes: the first sample after that ends
+        // a gap of idle time. The gap goes to IPL0/idle, not to the task the
+        // sample happened to catch.
+        if self.cpu_wide && ticks > GAP_FACTOR * self.weight {
+            histograms.record_idle(sample.cpu, ticks - self.weight);
+            histograms.record(sample, self.weight);
+        } else {
+            histograms.record(sample, ticks);
+        }
     }
     fn lost(&self, records: u64) {
         let total = self.shared.lost.fetch_add(records, Ordering::Relaxed) + records;
@@ -203,6 +269,7 @@ mod tests {
             tid: pid,
             cpu,
             user,
+            count: None,
             caller: Some(0x9000),
         }
     }
@@ -266,5 +333,57 @@ mod tests {
         h.record(&sample(0x8200, false, 1, 0), 1); // not a caller range
         let p = h.profile.as_ref().unwrap();
         assert_eq!(p.buckets[0], vec![1, 1]);
+    }
+
+    #[test]
+    fn cpu_wide_ticks_follow_the_counted_events_and_gaps_are_idle() {
+        let shared = std::sync::Arc::new(SharedHistograms::new(Histograms::new(false, 2)));
+        shared.lock().ipl_on = true;
+        // 10 interrupts per sample, 1000 host events per sample.
+        let sink = TickSink::new(shared.clone(), 10, 1000, true);
+        let at = |count: u64, user: bool| Sample {
+            count: Some(count),
+            ..sample(0x1000, user, 42, 0)
+        };
+        // Late timers: 1100 events between samples are 11 interrupts each.
+        for k in 1..=10 {
+            sink.sample(&at(1100 * k, true));
+        }
+        assert_eq!(
+            shared.lock().ipl[0][8],
+            110,
+            "ticks follow the count, not the nominal period"
+        );
+        // A throttled idle stretch: the next sample ends a gap of 100 samples.
+        sink.sample(&at(1100 * 10 + 100_000, true));
+        let h = shared.lock();
+        assert_eq!(
+            h.ipl[0][8], 120,
+            "the sample itself stands for one nominal sample"
+        );
+        assert_eq!(
+            (h.ipl[0][0], h.ipl[0][7]),
+            (990, 990),
+            "the gap is idle time"
+        );
+        let total: u64 = h.ipl[0][0] + h.ipl[0][8];
+        assert_eq!(
+            total,
+            (11_000 + 100_000) / 100,
+            "every counted event is in the histogram"
+        );
+    }
+
+    #[test]
+    fn per_thread_and_countless_samples_use_the_nominal_weight() {
+        let shared = std::sync::Arc::new(SharedHistograms::new(Histograms::new(false, 1)));
+        shared.lock().ipl_on = true;
+        let thread_sink = TickSink::new(shared.clone(), 10, 1000, false);
+        thread_sink.sample(&Sample {
+            count: Some(1_000_000),
+            ..sample(0x1000, true, 42, 0)
+        });
+        TickSink::new(shared.clone(), 10, 1000, true).sample(&sample(0x1000, true, 42, 0));
+        assert_eq!(shared.lock().ipl[0][8], 20);
     }
 }

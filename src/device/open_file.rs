@@ -402,10 +402,13 @@ impl OpenFile {
                     plan.weight
                 );
             }
-            let sink = Arc::new(TickSink {
-                shared: self.histograms.clone(),
-                weight: plan.weight,
-            });
+            let cpu_wide = self.scope == Scope::LogAll;
+            let sink = Arc::new(TickSink::new(
+                self.histograms.clone(),
+                plan.weight,
+                plan.host_period,
+                cpu_wide,
+            ));
             for target in self.targets() {
                 for &cpu in &self.cpus.clone() {
                     let spec = SamplerSpec {
@@ -415,6 +418,7 @@ impl OpenFile {
                         period: plan.host_period,
                         modes,
                         callchain,
+                        read_count: cpu_wide,
                         shared: self.shared,
                     };
                     let mut sampler = backend

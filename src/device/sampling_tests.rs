@@ -59,6 +59,7 @@ fn sample(ip: u64, user: bool, pid: u32, cpu: u32) -> Sample {
         cpu,
         user,
         caller: Some(TEXT.0 + 0x100),
+        count: None,
     }
 }
 

@@ -340,3 +340,42 @@ pub fn info(file: &File) -> pfmd::ioctl::abi::PfmInfo {
     .unwrap();
     info
 }
+
+/// Builds C source given inline (a test's own workload) with gcc and
+/// `flags`, once per test binary and name; returns the executable.
+pub fn c_source(name: &str, source: &str, flags: &[&str]) -> PathBuf {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _guard = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = c_program_dir();
+    let exe = dir.join(name);
+    if !exe.exists() {
+        let src = dir.join(format!("{name}.c"));
+        std::fs::write(&src, source).unwrap();
+        let out = Command::new("gcc")
+            .args(["-std=gnu99", "-O1", "-g", "-Wall", "-Werror"])
+            .args(flags)
+            .arg("-o")
+            .arg(&exe)
+            .arg(&src)
+            .output()
+            .expect("run gcc");
+        assert!(
+            out.status.success(),
+            "gcc {name}:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    exe
+}
+
+/// The directory `c_program` builds into (world-readable).
+pub fn c_program_dir() -> PathBuf {
+    c_program("ev4count").parent().unwrap().to_path_buf()
+}
+
+/// `pfmprof` pointed at this daemon's device.
+pub fn pfmprof(daemon: &Daemon) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_pfmprof"));
+    cmd.env("PFM_DEVICE", &daemon.device);
+    cmd
+}

@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// Ring buffer data bytes per sampler; the sampler thread wakes at half.
-const RING_BYTES: usize = 64 * 1024;
+const RING_BYTES: usize = 256 * 1024;
 const PERF_RECORD_MISC_CPUMODE_MASK: u16 = 7;
 const PERF_RECORD_MISC_USER: u16 = 2;
 /// Callchain entries at or above this are context markers, not addresses.
@@ -91,6 +91,9 @@ impl Hub {
         };
         let mut builder = encoding::builder(&spec.event);
         let mut flags = SampleFlag::IP | SampleFlag::TID | SampleFlag::CPU;
+        if spec.read_count {
+            flags |= SampleFlag::READ;
+        }
         if spec.callchain {
             flags |= SampleFlag::CALLCHAIN;
             builder.exclude_callchain_user(true).sample_max_stack(4);
@@ -151,11 +154,16 @@ fn drain(entry: &Entry) {
             Ok(Record::Sample(s)) => {
                 let sample = Sample {
                     ip: s.ip().unwrap_or(0),
-                    pid: s.pid().unwrap_or(0),
+                    // Unknown is never 0: pid 0 is the idle task.
+                    pid: s.pid().unwrap_or(u32::MAX),
                     tid: s.tid().unwrap_or(0),
                     cpu: s.cpu().unwrap_or(entry.cpu),
                     user: misc & PERF_RECORD_MISC_CPUMODE_MASK == PERF_RECORD_MISC_USER,
                     caller: s.callchain().and_then(caller_of),
+                    count: s
+                        .values()
+                        .and_then(|group| group.get(0))
+                        .map(|entry| entry.value()),
                 };
                 entry.sink.sample(&sample);
             }

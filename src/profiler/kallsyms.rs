@@ -1,0 +1,120 @@
+//! `/proc/kallsyms`: kernel text bounds (`_stext`, `_etext`) and the text
+//! symbols between them. Addresses read as 0 without privilege
+//! (`kptr_restrict`, `perf_event_paranoid`).
+
+use super::ProfError;
+use super::symbols::{Symbol, SymbolTable};
+
+/// Kernel text and its functions.
+#[derive(Debug, Clone)]
+pub struct KernelSymbols {
+    pub text: (u64, u64),
+    pub symbols: SymbolTable,
+}
+
+/// Parses kallsyms text: core-kernel `t`/`T` symbols inside `[_stext, _etext)`.
+pub fn parse(text: &str) -> Result<KernelSymbols, ProfError> {
+    let mut stext = None;
+    let mut etext = None;
+    let mut functions = Vec::new();
+    let mut all_zero = true;
+    for line in text.lines() {
+        let mut words = line.split_whitespace();
+        let (Some(addr), Some(kind), Some(name)) = (words.next(), words.next(), words.next())
+        else {
+            continue;
+        };
+        let Ok(addr) = u64::from_str_radix(addr, 16) else {
+            continue;
+        };
+        all_zero &= addr == 0;
+        let module = words.next().is_some();
+        match name {
+            "_stext" => stext = Some(addr),
+            "_etext" => etext = Some(addr),
+            _ => {}
+        }
+        if !module && matches!(kind, "t" | "T") {
+            functions.push(Symbol {
+                start: addr,
+                end: 0,
+                name: name.to_string(),
+            });
+        }
+    }
+    if all_zero {
+        return Err(ProfError::Kallsyms(
+            "/proc/kallsyms shows no addresses: kernel profiling needs root or CAP_SYSLOG \
+             (see kernel.kptr_restrict and kernel.perf_event_paranoid)"
+                .into(),
+        ));
+    }
+    let (Some(start), Some(end)) = (stext, etext) else {
+        return Err(ProfError::Kallsyms(
+            "/proc/kallsyms has no _stext/_etext".into(),
+        ));
+    };
+    if start >= end {
+        return Err(ProfError::Kallsyms(format!(
+            "kernel text [{start:#x}, {end:#x}) is empty"
+        )));
+    }
+    functions.retain(|s| (start..end).contains(&s.start));
+    Ok(KernelSymbols {
+        text: (start, end),
+        symbols: SymbolTable::new(functions, end),
+    })
+}
+
+/// Reads and parses `/proc/kallsyms`.
+pub fn load() -> Result<KernelSymbols, ProfError> {
+    let text =
+        std::fs::read_to_string("/proc/kallsyms").map_err(ProfError::io("/proc/kallsyms"))?;
+    parse(&text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const KALLSYMS: &str = "\
+ffffffff81000000 T _stext
+ffffffff81000000 T startup_64
+ffffffff81000100 t secondary_startup
+ffffffff81001000 T do_syscall_64
+ffffffff81002000 D some_data
+ffffffff81003000 T _etext
+ffffffff81003000 T after_text
+ffffffffc0000000 t mod_func\t[ext4]
+";
+
+    #[test]
+    fn text_bounds_and_functions() {
+        let k = parse(KALLSYMS).unwrap();
+        assert_eq!(k.text, (0xffffffff81000000, 0xffffffff81003000));
+        // _stext and startup_64 alias: the first listed is kept.
+        assert_eq!(k.symbols.lookup(0xffffffff81000010).unwrap().name, "_stext");
+        assert_eq!(
+            k.symbols.lookup(0xffffffff81000100).unwrap().name,
+            "secondary_startup"
+        );
+        let f = k.symbols.lookup(0xffffffff81002fff).unwrap();
+        assert_eq!(
+            f.name, "do_syscall_64",
+            "data symbols do not split functions"
+        );
+        assert_eq!(
+            f.end, 0xffffffff81003000,
+            "the last function ends at _etext"
+        );
+        assert!(k.symbols.lookup(0xffffffff81003000).is_none());
+        assert!(k.symbols.iter().all(|s| s.name != "mod_func"));
+    }
+
+    #[test]
+    fn hidden_addresses_are_an_error() {
+        let hidden = "0000000000000000 T _stext\n0000000000000000 T _etext\n";
+        assert!(matches!(parse(hidden), Err(ProfError::Kallsyms(m)) if m.contains("root")));
+        assert!(parse("ffffffff81000000 T foo\n").is_err());
+    }
+}
