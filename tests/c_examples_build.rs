@@ -346,6 +346,8 @@ ioctl(int fd, unsigned long req, ...)
 	case PCNTSETITEMS:
 		if (((v = *(long *)arg) & 7) == 0)
 			return fail(EINVAL);
+		if (v & PFM_PROFME_MODE_MASK)	/* profile-me needs an EV67 */
+			return fail(EINVAL);
 		f->items = v;
 		return 0;
 	case PCNTSETMUX:

@@ -892,11 +892,16 @@ count_rows(void)
 
 	req = geteuid() == 0 ? PCNTLOGALL : PCNTLOGSELECT;
 	begin("count_setup");
-	if (family != PFM_FAMILY_EV4) {
-		skip("EV4 counting; the device emulates another family");
+	if (family != PFM_FAMILY_EV4 ||
+	    (geteuid() != 0 && !perf_capable() && paranoid() > 2)) {
+		char *why = family != PFM_FAMILY_EV4 ?
+		    "EV4 counting; the device emulates another family" :
+		    "perf_event_paranoid > 2 forbids counting your own threads";
+
+		skip(why);
 		for (i = 0; later[i]; i++) {
 			next(later[i]);
-			skip("EV4 counting; the device emulates another family");
+			skip(why);
 		}
 		return;
 	}
@@ -1085,6 +1090,10 @@ sampling_probe(void)
 
 	begin("sampling_probe");
 	sampling = 0;
+	if (geteuid() != 0 && !perf_capable() && paranoid() > 2) {
+		skip("perf_event_paranoid > 2 forbids sampling your own threads: sampling rows skipped");
+		return;
+	}
 	if ((fd = profiled_open(PCNTOPENALL, PFM_PROFILING, 4096, 4)) < 0)
 		return;
 	if ((e = xioctl(fd, PCNTGETRSIZE, &n)) != 0) {

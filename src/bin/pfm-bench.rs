@@ -95,7 +95,7 @@ fn start_daemon(dir: &std::path::Path) -> (Child, PathBuf) {
     let pfmd = std::env::current_exe().unwrap().with_file_name("pfmd");
     let mountpoint = dir.join("mnt");
     let child = Command::new(&pfmd)
-        .args(["--dev-link", "none", "--mountpoint"])
+        .args(["--transport", "fuse", "--dev-link", "none", "--mountpoint"])
         .arg(&mountpoint)
         .env("RUST_LOG", "warn")
         .stdin(Stdio::null())

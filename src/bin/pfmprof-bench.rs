@@ -148,6 +148,8 @@ impl Daemon {
         let log = dir.join("pfmd.log");
         let child = Command::new(&o.pfmd)
             .args([
+                "--transport",
+                "fuse",
                 "--dev-link",
                 "none",
                 "--cpu-mhz",

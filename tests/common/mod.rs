@@ -65,7 +65,13 @@ impl Daemon {
             .path()
             .join(format!("pfmd-{}.log", Instant::now().elapsed().as_nanos()));
         let log = std::fs::File::create(&stderr_path).unwrap();
-        let mut args: Vec<String> = vec!["--mountpoint".into(), mountpoint.display().to_string()];
+        // FUSE explicitly: on a CI host with CUSE, auto would pick CUSE.
+        let mut args: Vec<String> = vec![
+            "--transport".into(),
+            "fuse".into(),
+            "--mountpoint".into(),
+            mountpoint.display().to_string(),
+        ];
         if !extra.contains(&"--dev-link") {
             args.extend(["--dev-link".into(), "none".into()]);
         }
