@@ -13,3 +13,4 @@ pub mod ev5;
 pub mod ev6;
 pub mod ioctl;
 pub mod model;
+pub mod pfmstat;
