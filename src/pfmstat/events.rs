@@ -250,6 +250,32 @@ pub fn countable(model: Implementation, event: &AlphaEvent) -> bool {
         })
 }
 
+/// When one of two conflicting events counts cycles: where else the model
+/// counts them (pfmstat, like perfex, never moves an event by itself).
+fn cycles_hint(model: Implementation, clash: &[&AlphaEvent]) -> String {
+    let Some(cycles) = clash
+        .iter()
+        .find(|e| super::stats::CYCLE_EVENTS.contains(&e.name))
+    else {
+        return String::new();
+    };
+    let other = flat(model)
+        .into_iter()
+        .find(|e| e.counter != cycles.counter && super::stats::CYCLE_EVENTS.contains(&e.name));
+    match other {
+        Some(e) => {
+            let alias = aliases_of(model, e)
+                .first()
+                .map_or(String::new(), |a| format!(" ({a})"));
+            format!(
+                "; counter {} counts cycles too: {}{alias}",
+                e.counter, e.name
+            )
+        }
+        None => String::new(),
+    }
+}
+
 /// Fits `events` onto the counters of `model`, or says which ones conflict.
 pub fn fit(model: Implementation, events: &[&'static AlphaEvent]) -> Result<Config, Error> {
     let mut config = Config::EMPTY;
@@ -259,11 +285,12 @@ pub fn fit(model: Implementation, events: &[&'static AlphaEvent]) -> Result<Conf
             Some(other) if std::ptr::eq(*other, *event) => {}
             Some(other) => {
                 return Err(Error::Conflict(format!(
-                    "conflicting counters: {} and {} both need counter {} of the {}",
+                    "conflicting counters: {} and {} both need counter {} of the {}{}",
                     other.name,
                     event.name,
                     event.counter,
-                    model.chip()
+                    model.chip(),
+                    cycles_hint(model, &[other, event])
                 )));
             }
             None => *slot = Some(event),
@@ -423,6 +450,7 @@ mod tests {
         let Error::Conflict(msg) = e else { panic!() };
         assert!(msg.contains("conflicting counters"), "{msg}");
         assert!(msg.contains("PF6_MUX0_CYCLES") && msg.contains("PF6_MUX0_RET_INSTRUCTIONS"));
+        assert!(msg.contains("PF6_MUX1_CYCLES (cycles1)"), "{msg}");
         // The same event twice is one event.
         assert_eq!(fit(m, &[cycles, cycles]).unwrap().mask(), 1);
         let c = fit(m, &[cycles, lookup(m, "cycles1").unwrap()]).unwrap();

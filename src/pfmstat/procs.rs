@@ -77,10 +77,13 @@ fn schedstat_ns(pid: i32) -> u64 {
         .sum()
 }
 
-/// The CPU time the command's tasks have run, summed from per-thread
-/// schedstat increases, so threads that come and go between samples do not
-/// make the sum go backwards (a thread's last partial interval before it
-/// exits is lost; a new thread counts from 0, all within the run).
+/// The CPU time the command's processes have run, summed from each
+/// process's CPU-time clock (`clock_getcpuclockid`: ns-exact, including
+/// the running thread's current stretch, unlike schedstat, which lags by
+/// up to a scheduler tick) as increases, so processes that come and go
+/// between samples never make the sum go backwards (a process's last
+/// stretch before it is reaped can be lost; a new one counts from 0, all of
+/// its life being inside the run).
 #[derive(Debug, Default)]
 pub struct TaskClock {
     last: BTreeMap<i32, u64>,
@@ -88,35 +91,22 @@ pub struct TaskClock {
 }
 
 impl TaskClock {
-    /// Samples the threads of `pids`; the cumulative run time, ns.
+    /// Samples the processes `pids`; the cumulative CPU time, ns.
     pub fn sample(&mut self, pids: &[i32]) -> u64 {
-        let mut now: BTreeMap<i32, u64> = BTreeMap::new();
-        for pid in pids {
-            let Ok(dir) = fs::read_dir(format!("/proc/{pid}/task")) else {
-                continue;
-            };
-            for task in dir.flatten() {
-                let Some(tid) = task
-                    .file_name()
-                    .to_str()
-                    .and_then(|t| t.parse::<i32>().ok())
-                else {
-                    continue;
-                };
-                if let Some(ns) = fs::read_to_string(task.path().join("schedstat"))
-                    .ok()
-                    .and_then(|s| s.split_whitespace().next()?.parse::<u64>().ok())
-                {
-                    now.insert(tid, ns);
-                }
-            }
-        }
+        let now: BTreeMap<i32, u64> = pids
+            .iter()
+            .filter_map(|&pid| {
+                let clock = nix::time::clock_getcpuclockid(nix::unistd::Pid::from_raw(pid)).ok()?;
+                let t = nix::time::clock_gettime(clock).ok()?;
+                Some((pid, t.tv_sec() as u64 * 1_000_000_000 + t.tv_nsec() as u64))
+            })
+            .collect();
         self.advance(now)
     }
 
     fn advance(&mut self, now: BTreeMap<i32, u64>) -> u64 {
-        for (tid, ns) in &now {
-            self.total += ns.saturating_sub(self.last.get(tid).copied().unwrap_or(0));
+        for (id, ns) in &now {
+            self.total += ns.saturating_sub(self.last.get(id).copied().unwrap_or(0));
         }
         self.last = now;
         self.total
@@ -257,9 +247,9 @@ mod tests {
     fn the_task_clock_only_moves_forward() {
         let mut c = TaskClock::default();
         assert_eq!(c.advance([(1, 100)].into()), 100);
-        // Thread 2 appears with 50 ns; thread 1 runs 10 more.
+        // Process 2 appears with 50 ns; process 1 runs 10 more.
         assert_eq!(c.advance([(1, 110), (2, 50)].into()), 160);
-        // Thread 1 exits: nothing is taken back.
+        // Process 1 is gone: nothing is taken back.
         assert_eq!(c.advance([(2, 70)].into()), 180);
     }
 

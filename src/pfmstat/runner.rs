@@ -103,11 +103,16 @@ impl Timeline<'_> {
     /// Reads the counters (and the command's CPU time when weighing by it);
     /// returns the reading, the interval's wall time and its weight.
     fn read(&mut self, pids: &[i32]) -> Result<(Reading, Duration, Duration), Error> {
+        let cpu_before = self.clock.as_mut().map(|c| c.sample(pids));
         let now = self.device.read()?;
         let wall = now.at - self.last.at;
         let weight = match self.clock.as_mut() {
             Some(clock) => {
-                let cpu = clock.sample(pids);
+                // The device's snapshot lies somewhere inside the read: take
+                // the command's CPU time at the read's midpoint.
+                let after = clock.sample(pids);
+                let before = cpu_before.unwrap_or(after);
+                let cpu = before + (after - before) / 2;
                 let w = Duration::from_nanos(cpu.saturating_sub(self.last_cpu));
                 self.last_cpu = cpu;
                 w

@@ -340,3 +340,31 @@ pub fn info(file: &File) -> pfmd::ioctl::abi::PfmInfo {
     .unwrap();
     info
 }
+
+/// Builds a C program from `source` text with gcc once per test binary (for
+/// workloads tests define inline); returns the executable, world-executable.
+pub fn c_source_program(name: &str, source: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("csrc-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let exe = dir.join(name);
+    if !exe.exists() {
+        let tag = format!("{:?}", std::thread::current().id()).replace(['(', ')'], "");
+        let src = dir.join(format!("{name}.{tag}.c"));
+        let tmp = dir.join(format!("{name}.{tag}.tmp"));
+        std::fs::write(&src, source).unwrap();
+        let out = Command::new("gcc")
+            .args(["-std=gnu99", "-O2", "-Wall", "-Werror", "-o"])
+            .arg(&tmp)
+            .arg(&src)
+            .output()
+            .expect("run gcc");
+        assert!(
+            out.status.success(),
+            "gcc {name}:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        std::fs::rename(&tmp, &exe).unwrap();
+    }
+    exe
+}
