@@ -338,6 +338,18 @@ fn multiplexing_scales_every_event_back_to_the_whole_run() {
         .unwrap();
     assert!(mispredicts < 0.6, "counter 1 is shared: {mispredicts}");
     assert_eq!(event(&r, "PF6_MUX1_REPLAY_TRAP")["status"], "unavailable");
+    assert_eq!(m["tasks_created_before_a_switch_lost"], false);
+
+    // A command with a child alive across switches: the device reopens its
+    // counters on the command's first thread at each switch, and perf's
+    // inherit does not reach tasks that already exist. pfmstat says so.
+    let (r, out) = report(&d, &["-a"], &["fork", "0", "400", "wait"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(
+        r["multiplexing"]["tasks_created_before_a_switch_lost"], true,
+        "{r:#}"
+    );
+    assert!(r["notes"].to_string().contains("estimates are low"));
 
     // EV67: pairs; counter 0 cycles and counter 1 cycles take turns.
     let d = daemon("ev67");

@@ -27,7 +27,8 @@ descendants caused, counted through /dev/pfcntr (perfex(1) for pfmd).
                   over the time it was counted (estimates). Ignores -e.
   -mp             also report per-CPU counts and each process of the command
                   (the device cannot split counts per process: per-process
-                  figures are apportioned by CPU time and marked so).
+                  figures are apportioned by CPU time and marked so). Not
+                  with -s.
   -o FILE         write the report to FILE instead of stderr.
   -s              count only between a SIGUSR1 and the next SIGUSR2 sent to
                   pfmstat (repeatable; windows add up).
@@ -183,6 +184,11 @@ fn validate(opts: &Options) -> Result<(), Error> {
             "-c needs -y or -t (it overrides the cost table they use)",
         ));
     }
+    if opts.signals && opts.per_process {
+        // As in perfex. Here because -mp apportions by CPU time over the
+        // whole run, which a -s window is not.
+        return Err(usage("-s and -mp are mutually exclusive"));
+    }
     if opts.model.is_some() && !(opts.print_costs || opts.list) {
         return Err(usage(
             "--model is only for -t and -l: a counting run uses the device's model",
@@ -214,7 +220,6 @@ mod tests {
             "cycles",
             "-eretinst",
             "-mp",
-            "-s",
             "-x",
             "-k",
             "-y",
@@ -228,7 +233,7 @@ mod tests {
         ])
         .unwrap();
         assert_eq!(o.events, ["cycles", "retinst"]);
-        assert!(o.per_process && o.signals && o.exception && o.kernel && o.costs);
+        assert!(o.per_process && o.exception && o.kernel && o.costs && !o.signals);
         assert_eq!(o.cost_file, Some(PathBuf::from("costs")));
         assert_eq!(o.output, Some(PathBuf::from("out")));
         assert_eq!(o.command, ["ls", "-l", "/"].map(OsString::from));
@@ -272,6 +277,7 @@ mod tests {
             &["--model", "ev9", "-t"],
             &["--slice-ms", "0", "ls"],
             &["-s", "--", ""][..1],
+            &["-s", "-mp", "ls"],
         ] {
             assert!(
                 matches!(parse_str(words), Err(Error::Usage(_))),
