@@ -242,7 +242,7 @@ fn notes_text(row: &EventRow) -> String {
             }
         }
         Outcome::NotObserved { .. } => {
-            notes.push("the run ended before this event's turn on its counter".into())
+            notes.push("never observed: the command used no CPU time while this event was on its counter (too short a run for -a?)".into())
         }
         Outcome::Unavailable { reason } => notes.push(reason.clone()),
     }

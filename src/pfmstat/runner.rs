@@ -26,7 +26,7 @@ use super::procs::{TaskClock, Tracker};
 use super::report::Exit;
 use nix::errno::Errno;
 use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags, EpollTimeout};
-use nix::sys::signal::{SigSet, SigmaskHow, Signal, kill};
+use nix::sys::signal::{SigSet, Signal, kill};
 use nix::sys::signalfd::{SfdFlags, SignalFd};
 use nix::sys::wait::{Id, WaitPidFlag, WaitStatus, waitid, waitpid};
 use nix::unistd::Pid;
@@ -168,10 +168,10 @@ impl Timeline<'_> {
 /// `plan.configs[0]` and started.
 pub fn run(device: &mut Device, command: &[OsString], plan: &Plan) -> Result<Outcome, Error> {
     let mask = handled(plan.signals);
+    // They stay blocked until pfmstat exits: a SIGUSR2 arriving after the
+    // command's end must not kill pfmstat before it reports.
     mask.thread_block().map_err(sys("blocking signals"))?;
-    let result = run_blocked(device, command, plan, &mask);
-    let _ = nix::sys::signal::pthread_sigmask(SigmaskHow::SIG_UNBLOCK, Some(&mask), None);
-    result
+    run_blocked(device, command, plan, &mask)
 }
 
 fn run_blocked(
