@@ -13,4 +13,5 @@ pub mod ev5;
 pub mod ev6;
 pub mod ioctl;
 pub mod model;
+pub mod pfmstat;
 pub mod profiler;
