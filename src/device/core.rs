@@ -338,11 +338,10 @@ impl Device {
         let policy = &self.config.policy;
         match request {
             Request::Disable => {
-                if file.enabled {
-                    file.enabled = false;
-                    file.stop_counting(&mut st.tallies, khz)?;
+                if !file.enabled {
+                    return Ok(IoctlReply::none());
                 }
-                Ok(IoctlReply::none())
+                self.reconfigure(file, &mut st.tallies, |f| f.enabled = false)
             }
             Request::Enable => {
                 if file.enabled {
@@ -351,12 +350,7 @@ impl Device {
                 // Checked when counting would start: an open already counting
                 // was started by a caller allowed to.
                 self.check_may_enable(file, caller)?;
-                file.enabled = true;
-                if let Err(e) = file.start_counting(self.backend.as_ref(), self.config.cpu_khz) {
-                    file.enabled = false;
-                    return Err(e);
-                }
-                Ok(IoctlReply::none())
+                self.reconfigure(file, &mut st.tallies, |f| f.enabled = true)
             }
             Request::LogAll => {
                 if !policy.may_count_system_wide(caller.credentials()?) {
@@ -549,12 +543,23 @@ impl Device {
         tallies: &mut [CpuTally],
         change: impl FnOnce(&mut OpenFile, &mut [CpuTally]),
     ) -> Result<IoctlReply, DeviceError> {
-        let was_counting = file.counting();
-        if was_counting {
-            file.stop_counting(tallies, self.config.cpu_khz)?;
+        let khz = self.config.cpu_khz;
+        let built = file.counting();
+        let plan = file.host_plan();
+        if built {
+            file.fold(tallies, khz)?;
         }
         change(file, tallies);
-        if let Err(e) = file.start_counting(self.backend.as_ref(), self.config.cpu_khz) {
+        if built && file.host_plan() == plan {
+            // The same host events: keep them, and the threads and processes
+            // they already follow (the PME bit), and only switch them.
+            let running = file.enabled;
+            return file.set_running(running).map(|()| IoctlReply::none());
+        }
+        if built {
+            file.stop_counting(tallies, khz)?;
+        }
+        if let Err(e) = file.start_counting(self.backend.as_ref(), khz) {
             // The settings stay; counting resumes at the next PCNTRENABLE.
             file.enabled = false;
             return Err(e);

@@ -253,11 +253,14 @@ fn unprivileged_callers_count_only_their_own_threads() {
         Errno::EACCES,
         "LOGALL is in force after open"
     );
+    // Groups opened before LOGSELECT (CPU-wide, never enabled for this
+    // caller) are not what counts.
+    let before = b.opened().len();
     ioctl(&d, f, &c, n::PCNTLOGSELECT, 0).unwrap();
     ioctl(&d, f, &c, n::PCNTRENABLE, 0).unwrap();
     let opened = b.opened();
     assert!(
-        opened
+        opened[before..]
             .iter()
             .all(|g| g.target == Target::Thread(20) && g.modes == ModeFilter::USER)
     );
@@ -398,4 +401,33 @@ fn hardware_host_counts_exact_and_derived_events_from_one_group() {
     let info = PfmInfo::read_from_bytes(&ioctl(&d, f, &c, n::PCNTGETINFO, 0).unwrap().out).unwrap();
     assert_eq!(info.pi_fidelity[0], 1);
     assert_eq!(b.opened().last().unwrap().events, vec![HostEvent::Cycles]);
+}
+
+/// PCNTRDISABLE/PCNTRENABLE switch the host events off and on without
+/// reopening them, so threads and processes they already follow (the PME
+/// bit's inheritance) stay followed.
+#[test]
+fn disable_and_enable_keep_the_host_events_open() {
+    let b = MockBackend::with_events(&[HostEvent::CpuClock]);
+    let d = device_with(&b, 2);
+    let c = root(10);
+    let f = d.open(&c, PCNTOPENALL).unwrap();
+    counting_setup(&d, f, &c);
+    ioctl(&d, f, &c, n::PCNTLOGSELECT, 0).unwrap();
+    ioctl(&d, f, &c, n::PCNTRENABLE, 0).unwrap();
+    let opened = b.opened().len();
+    b.advance(0, Target::Thread(10), HostEvent::CpuClock, 2 * 4096);
+    ioctl(&d, f, &c, n::PCNTRDISABLE, 0).unwrap();
+    b.advance(0, Target::Thread(10), HostEvent::CpuClock, 50 * 4096);
+    ioctl(&d, f, &c, n::PCNTRENABLE, 0).unwrap();
+    b.advance(0, Target::Thread(10), HostEvent::CpuClock, 3 * 4096);
+    assert_eq!(b.opened().len(), opened, "no group reopened");
+    assert_eq!(
+        getcnt(&d, f, &c)[0].pf_cntr0,
+        5,
+        "nothing counted while disabled"
+    );
+    // A new event does need new host events.
+    ioctl(&d, f, &c, n::PCNTSETMUX, Iccsr::new(0xa, 0, 0, 0, 2).0).unwrap();
+    assert!(b.opened().len() > opened);
 }

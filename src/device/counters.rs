@@ -98,10 +98,6 @@ impl Device {
         }
     }
 
-    /// Sets the raw counter (events since the last interrupt) of the
-    /// `selected` counters on `cpus` to `values` modulo the period, so the
-    /// next interrupt comes after `period - value` events: `2^width - value`
-    /// at the full-width periods, as on the chip. Interrupt counts stay.
     /// `PCNT?ENABLE`, `PCNT?RESTART` and `PCNT6ENABWRITE`: turn the
     /// `selected` counters on, set their raw counters as `start` says, and
     /// start counting as `PCNTRENABLE` would (privilege checked when counting
@@ -138,6 +134,10 @@ impl Device {
         })
     }
 
+    /// Sets the raw counter (events since the last interrupt) of the
+    /// `selected` counters on `cpus` to `values` modulo the period, so the
+    /// next interrupt comes after `period - value` events: `2^width - value`
+    /// at the full-width periods, as on the chip. Interrupt counts stay.
     pub(in crate::device) fn preload(
         file: &OpenFile,
         tallies: &mut [CpuTally],

@@ -157,6 +157,18 @@ pub struct OpenFile {
     pub read_snapshot: Vec<u8>,
 }
 
+/// See [`OpenFile::host_plan`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostPlan {
+    counters: Vec<Option<(Vec<crate::model::Term>, u64)>>,
+    items: u64,
+    scope: Scope,
+    pme: Vec<i32>,
+    modes: ModeFilter,
+    shared: bool,
+    callchain: bool,
+}
+
 /// How one counter is sampled: which host event, every how many host events,
 /// and the weight (ticks per sample) that keeps totals in interrupt units.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -260,7 +272,31 @@ impl OpenFile {
     }
 
     fn sampling_wanted(&self) -> bool {
-        self.enabled && self.items & (PFM_IPL | PFM_PROFILING) != 0
+        self.items & (PFM_IPL | PFM_PROFILING) != 0
+    }
+
+    /// Everything the host events of this open depend on. While it stays the
+    /// same, a settings change keeps the events (and every thread they
+    /// already follow) and only switches them on or off.
+    pub fn host_plan(&self) -> HostPlan {
+        HostPlan {
+            counters: self
+                .counters
+                .iter()
+                .map(|c| c.as_ref().map(|s| (s.resolved.terms.clone(), s.period)))
+                .collect(),
+            items: self.items & (PFM_COUNTERS | PFM_IPL | PFM_PROFILING),
+            scope: self.scope,
+            pme: self.pme.iter().copied().collect(),
+            modes: self.modes(),
+            shared: self.shared,
+            callchain: self
+                .histograms
+                .lock()
+                .profile
+                .as_ref()
+                .is_some_and(|p| p.caller_mode),
+        }
     }
 
     fn targets(&self) -> Vec<Target> {
@@ -339,14 +375,11 @@ impl OpenFile {
         out
     }
 
-    /// Folds the pending events into `tallies` and closes the host groups.
-    /// After it, `tallies` hold everything counted so far.
-    pub fn stop_counting(&mut self, tallies: &mut [CpuTally], khz: u64) -> Result<(), DeviceError> {
+    /// Folds the pending events into `tallies` and the pending samples into
+    /// the histograms. After it, both hold everything counted so far.
+    pub fn fold(&mut self, tallies: &mut [CpuTally], khz: u64) -> Result<(), DeviceError> {
         self.drain_samples();
-        self.samplers.clear();
-        let folded = self.pending_events(khz, true);
-        self.groups.clear();
-        for (cpu, events) in folded? {
+        for (cpu, events) in self.pending_events(khz, true)? {
             if let Some(cpu_tally) = tallies.get_mut(cpu as usize) {
                 cpu_tally.counters = self.projected(cpu_tally, Some(&events));
             }
@@ -354,9 +387,39 @@ impl OpenFile {
         Ok(())
     }
 
-    /// Opens and enables the host groups this open's settings call for: one
-    /// group per CPU and target, holding every host event the enabled counters
-    /// need, so formulas see one consistent read.
+    /// Folds, then closes the host events.
+    pub fn stop_counting(&mut self, tallies: &mut [CpuTally], khz: u64) -> Result<(), DeviceError> {
+        let folded = self.fold(tallies, khz);
+        self.samplers.clear();
+        self.groups.clear();
+        folded
+    }
+
+    /// Switches every host event of this open on or off, keeping them open.
+    pub fn set_running(&mut self, on: bool) -> Result<(), DeviceError> {
+        for live in &mut self.groups {
+            if on {
+                live.group.enable()
+            } else {
+                live.group.disable()
+            }
+            .map_err(host_error)?;
+        }
+        for sampler in &mut self.samplers {
+            if on {
+                sampler.enable()
+            } else {
+                sampler.disable()
+            }
+            .map_err(host_error)?;
+        }
+        Ok(())
+    }
+
+    /// Opens the host events this open's settings call for: one group per
+    /// CPU and target, holding every host event the counting counters need,
+    /// so formulas see one consistent read; and the samplers. They run only
+    /// while the open is enabled.
     pub fn start_counting(&mut self, backend: &dyn Backend, khz: u64) -> Result<(), DeviceError> {
         debug_assert!(self.groups.is_empty() && self.samplers.is_empty());
         let result = self
@@ -424,7 +487,9 @@ impl OpenFile {
                     let mut sampler = backend
                         .open_sampler(&spec, sink.clone())
                         .map_err(host_error)?;
-                    sampler.enable().map_err(host_error)?;
+                    if self.enabled {
+                        sampler.enable().map_err(host_error)?;
+                    }
                     self.samplers.push(sampler);
                 }
             }
@@ -433,7 +498,7 @@ impl OpenFile {
     }
 
     fn start_groups(&mut self, backend: &dyn Backend) -> Result<(), DeviceError> {
-        if !self.enabled || self.items & PFM_COUNTERS == 0 {
+        if self.items & PFM_COUNTERS == 0 {
             return Ok(());
         }
         let mut events: Vec<HostEvent> = Vec::new();
@@ -462,7 +527,7 @@ impl OpenFile {
                     modes,
                     shared: self.shared,
                 };
-                match open_enabled(backend, &spec) {
+                match open_group(backend, &spec, self.enabled) {
                     Ok(live) => self.groups.push(live),
                     Err(BackendError::Open {
                         errno: Errno::ESRCH,
@@ -498,7 +563,11 @@ impl LiveGroup {
     }
 }
 
-fn open_enabled(backend: &dyn Backend, spec: &GroupSpec) -> Result<LiveGroup, BackendError> {
+fn open_group(
+    backend: &dyn Backend,
+    spec: &GroupSpec,
+    running: bool,
+) -> Result<LiveGroup, BackendError> {
     let mut group = backend.open_group(spec)?;
     let reading = group.read()?;
     let baseline = if spec.shared && spec.target == Target::AllTasks {
@@ -506,7 +575,9 @@ fn open_enabled(backend: &dyn Backend, spec: &GroupSpec) -> Result<LiveGroup, Ba
     } else {
         reading.values
     };
-    group.enable()?;
+    if running {
+        group.enable()?;
+    }
     Ok(LiveGroup {
         cpu: spec.cpu,
         target: spec.target,
