@@ -134,6 +134,39 @@ impl Device {
         })
     }
 
+    /// `PCNT?DISABLE`: turn the `selected` counters off.
+    pub(in crate::device) fn disable_counters(
+        &self,
+        file: &mut OpenFile,
+        tallies: &mut [CpuTally],
+        saved: &mut CounterState,
+        selected: &[bool],
+    ) -> Result<IoctlReply, DeviceError> {
+        let mut registers = file.registers.clone();
+        for (on, sel) in registers.on.iter_mut().zip(selected) {
+            *on &= !sel;
+        }
+        self.apply_registers(file, tallies, saved, registers, |_, _| {})
+    }
+
+    /// `PCNT?CLEAR` (`cpus` None: every CPU of the open, `values` zero) and
+    /// `PCNT?SETCNTRS`: write the raw counters of the `selected` counters.
+    pub(in crate::device) fn write_counters(
+        &self,
+        file: &mut OpenFile,
+        tallies: &mut [CpuTally],
+        saved: &mut CounterState,
+        selected: &[bool],
+        cpus: Option<Vec<u32>>,
+        values: &[u64],
+    ) -> Result<IoctlReply, DeviceError> {
+        let registers = file.registers.clone();
+        self.apply_registers(file, tallies, saved, registers, |f, t| {
+            let cpus = cpus.unwrap_or_else(|| f.cpus.clone());
+            Self::preload(f, t, &cpus, selected, values);
+        })
+    }
+
     /// Sets the raw counter (events since the last interrupt) of the
     /// `selected` counters on `cpus` to `values` modulo the period, so the
     /// next interrupt comes after `period - value` events: `2^width - value`

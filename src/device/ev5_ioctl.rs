@@ -86,11 +86,7 @@ impl Device {
                 })
             }
             Ev5Request::Disable(word) => {
-                let mut registers = file.registers.clone();
-                for (on, sel) in registers.on.iter_mut().zip(ev5::selected(word)) {
-                    *on &= !sel;
-                }
-                self.apply_registers(file, tallies, saved, registers, none)
+                self.disable_counters(file, tallies, saved, &ev5::selected(word))
             }
             Ev5Request::Enable(word) => self.enable_counters(
                 file,
@@ -109,21 +105,19 @@ impl Device {
                 RawStart::Zero,
             ),
             Ev5Request::Clear(word) => {
-                let sel = ev5::selected(word);
-                let registers = file.registers.clone();
-                self.apply_registers(file, tallies, saved, registers, |f, t| {
-                    let cpus = f.cpus.clone();
-                    Self::preload(f, t, &cpus, &sel, &[0; 3]);
-                })
+                self.write_counters(file, tallies, saved, &ev5::selected(word), None, &[0; 3])
             }
             Ev5Request::SetCntrs(u) => {
                 let cpus = Self::pmctrs_cpus(file, u.cpu())?;
-                let sel = ev5::selected(u.select());
                 let values = [u.cntr0(), u.cntr1(), u.cntr2()];
-                let registers = file.registers.clone();
-                self.apply_registers(file, tallies, saved, registers, |f, t| {
-                    Self::preload(f, t, &cpus, &sel, &values);
-                })
+                self.write_counters(
+                    file,
+                    tallies,
+                    saved,
+                    &ev5::selected(u.select()),
+                    Some(cpus),
+                    &values,
+                )
             }
             Ev5Request::GetCntrs(u) => {
                 let cpu = Self::pmctrs_one_cpu(file, u.cpu())?;

@@ -44,11 +44,7 @@ impl Device {
                 self.apply_registers(file, tallies, saved, registers, none)
             }
             Ev6Request::Disable(word) => {
-                let mut registers = file.registers.clone();
-                for (on, sel) in registers.on.iter_mut().zip(ev6::selected(word)) {
-                    *on &= !sel;
-                }
-                self.apply_registers(file, tallies, saved, registers, none)
+                self.disable_counters(file, tallies, saved, &ev6::selected(word))
             }
             Ev6Request::Enable(word) => self.enable_counters(
                 file,
@@ -83,21 +79,19 @@ impl Device {
                 )
             }
             Ev6Request::Clear(word) => {
-                let sel = ev6::selected(word);
-                let registers = file.registers.clone();
-                self.apply_registers(file, tallies, saved, registers, |f, t| {
-                    let cpus = f.cpus.clone();
-                    Self::preload(f, t, &cpus, &sel, &[0; 2]);
-                })
+                self.write_counters(file, tallies, saved, &ev6::selected(word), None, &[0; 2])
             }
             Ev6Request::SetCntrs(u) => {
                 let cpus = Self::pmctrs_cpus(file, u.cpu())?;
-                let sel = ev6::selected(u.select());
                 let values = [u.cntr0(), u.cntr1()];
-                let registers = file.registers.clone();
-                self.apply_registers(file, tallies, saved, registers, |f, t| {
-                    Self::preload(f, t, &cpus, &sel, &values);
-                })
+                self.write_counters(
+                    file,
+                    tallies,
+                    saved,
+                    &ev6::selected(u.select()),
+                    Some(cpus),
+                    &values,
+                )
             }
             Ev6Request::GetCntrs(u) => {
                 let cpu = Self::pmctrs_one_cpu(file, u.cpu())?;
