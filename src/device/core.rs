@@ -466,6 +466,16 @@ impl Device {
                     )));
                 }
                 if let Some(plan) = profile_me::plan(profile_me, &self.sampling_hardware())? {
+                    // IBS/PEBS samples are decoded (ev6::sampling) but no sampler
+                    // drives that hardware yet: refuse rather than fill the buckets
+                    // with plain IP samples under the statistic's name.
+                    if !matches!(plan.method, profile_me::Method::Ip) {
+                        return Err(DeviceError::NotSupported(format!(
+                            "{}: this host has {:?} sampling, but pfmd does not drive it yet; \
+                             only PF67_PM_RETIRE, PF67_PM_FREQ and PF67_PM_VALID are measured",
+                            plan.statistic.name, plan.method
+                        )));
+                    }
                     tracing::info!(
                         file = id,
                         statistic = plan.statistic.name,

@@ -288,7 +288,14 @@ fn ev67_profile_me_statistics_need_the_host_to_measure_them() {
         pebs: false,
     });
     let f = ibs.open(&c, PCNTOPENALL).unwrap();
-    ioctl(&ibs, f, &c, n::PCNTSETITEMS, items(33)).expect("PF67_PM_MISPREDICT from IBS op data");
+    // IBS op data is decoded but not yet sampled: refused, never faked with
+    // plain IP samples under the statistic's name.
+    assert_eq!(
+        ioctl(&ibs, f, &c, n::PCNTSETITEMS, items(33)).unwrap_err(),
+        Errno::EOPNOTSUPP,
+        "PF67_PM_MISPREDICT: IBS present, sampler not driven"
+    );
+    ioctl(&ibs, f, &c, n::PCNTSETITEMS, items(40)).expect("RETIRE from IP samples on any host");
 }
 
 #[test]
