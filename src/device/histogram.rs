@@ -189,11 +189,12 @@ pub struct TickSink {
     weight: u64,
     /// Host events per sample at the nominal period.
     host_period: u64,
-    /// The samplers count every task on their CPU (LOGALL) and read their
-    /// count into each sample.
+    /// The samplers count every task on their CPU (LOGALL): a gap in their
+    /// samples is idle time. Per-thread samplers count one thread's run time.
     cpu_wide: bool,
-    /// Per CPU: host events already turned into ticks.
-    credited: Mutex<HashMap<u32, u64>>,
+    /// Per sampled event (CPU, and thread for per-thread samplers): host
+    /// events already turned into ticks.
+    credited: Mutex<HashMap<(u32, u32), u64>>,
 }
 
 impl TickSink {
@@ -216,11 +217,14 @@ impl TickSink {
     /// sample carries it, so a timer that fires late or a throttled stretch
     /// loses no ticks; else the nominal weight.
     fn ticks(&self, sample: &Sample) -> u64 {
-        let Some(count) = sample.count.filter(|_| self.cpu_wide) else {
+        let Some(count) = sample.count else {
             return self.weight;
         };
+        // A per-thread sampler's count is the sampled thread's own (perf
+        // gives each inherited thread its own event on each CPU).
+        let thread = if self.cpu_wide { u32::MAX } else { sample.tid };
         let mut credited = self.credited.lock().unwrap_or_else(|e| e.into_inner());
-        let done = credited.entry(sample.cpu).or_insert(0);
+        let done = credited.entry((sample.cpu, thread)).or_insert(0);
         let delta = count.saturating_sub(*done) as u128;
         let ticks = delta * self.weight as u128 / self.host_period as u128;
         *done += (ticks * self.host_period as u128 / self.weight as u128) as u64;
@@ -375,15 +379,33 @@ mod tests {
     }
 
     #[test]
-    fn per_thread_and_countless_samples_use_the_nominal_weight() {
+    fn per_thread_ticks_follow_each_threads_own_count() {
+        let shared = std::sync::Arc::new(SharedHistograms::new(Histograms::new(false, 2)));
+        shared.lock().ipl_on = true;
+        let sink = TickSink::new(shared.clone(), 10, 1000, false);
+        let on = |tid: u32, cpu: u32, count: u64| Sample {
+            count: Some(count),
+            tid,
+            ..sample(0x1000, true, 42, cpu)
+        };
+        // Two threads, each with its own count per CPU.
+        sink.sample(&on(1, 0, 1000));
+        sink.sample(&on(2, 0, 1500));
+        sink.sample(&on(1, 1, 700));
+        sink.sample(&on(1, 0, 3000));
+        assert_eq!(shared.lock().ipl[0][8], 10 + 15 + 7 + 20);
+        // A long stretch of one thread is its own run time, never idle.
+        sink.sample(&on(2, 0, 101_500));
+        let h = shared.lock();
+        assert_eq!((h.ipl[0][8], h.ipl[0][7]), (52 + 1000, 0));
+    }
+
+    #[test]
+    fn samples_without_a_count_use_the_nominal_weight() {
         let shared = std::sync::Arc::new(SharedHistograms::new(Histograms::new(false, 1)));
         shared.lock().ipl_on = true;
-        let thread_sink = TickSink::new(shared.clone(), 10, 1000, false);
-        thread_sink.sample(&Sample {
-            count: Some(1_000_000),
-            ..sample(0x1000, true, 42, 0)
-        });
         TickSink::new(shared.clone(), 10, 1000, true).sample(&sample(0x1000, true, 42, 0));
+        TickSink::new(shared.clone(), 10, 1000, false).sample(&sample(0x1000, true, 42, 0));
         assert_eq!(shared.lock().ipl[0][8], 20);
     }
 }

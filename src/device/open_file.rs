@@ -481,7 +481,7 @@ impl OpenFile {
                         period: plan.host_period,
                         modes,
                         callchain,
-                        read_count: cpu_wide,
+                        read_count: true,
                         shared: self.shared,
                     };
                     let mut sampler = backend

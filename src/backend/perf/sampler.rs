@@ -116,11 +116,17 @@ impl Hub {
                 builder.observe_pid(tid).inherit(true);
             }
         }
-        let sampler = builder
-            .build()
-            .map_err(open_error)?
-            .sampled(RING_BYTES)
-            .map_err(open_error)?;
+        let counter = match builder.build() {
+            // Kernels before 6.12 refuse PERF_SAMPLE_READ on inherited
+            // events: sample without the count (nominal weights) there.
+            Err(e) if spec.read_count && spec.target != Target::AllTasks && errno_of(&e) == Errno::EINVAL => {
+                tracing::info!("this kernel cannot read counts into inherited samples: per-thread ticks use the nominal period");
+                builder.sample(flags - SampleFlag::READ).build()
+            }
+            built => built,
+        }
+        .map_err(open_error)?;
+        let sampler = counter.sampled(RING_BYTES).map_err(open_error)?;
         let token = self.next_token.fetch_add(1, Ordering::Relaxed);
         // SAFETY: the fd belongs to `sampler`, which the entry keeps alive
         // until `PerfSampler::drop` removes it from the epoll set.
