@@ -8,19 +8,20 @@
 //! arithmetic, not timing.
 //!
 //! Weighting error. The kernel caps the sample rate, so pfmd samples every
-//! `weight` counter periods and each sample counts `weight` interrupts
-//! (PCNTGETINFO pi_sample_period = weight x period). Interrupt counts are
-//! exact (event counts); a histogram total differs from them by
-//! - up to one sample (`weight` interrupts) per sampling event, i.e. per CPU
-//!   per process or thread in the tree: the period each had begun;
-//! - hrtimer lateness: cpu-clock samples are hrtimer expiries, each re-armed
-//!   from the moment it fired, so every sample stands for a little more CPU
-//!   time than its period and the histogram trails the count. Measured on
-//!   this 2-CPU VM at 40 us periods: under 1% alone, 4-9% with the other
-//!   tests of this file running in parallel.
+//! `weight` counter periods (PCNTGETINFO pi_sample_period = weight x period).
+//! Each sample carries its event's count (PERF_SAMPLE_READ, per thread for
+//! LOGSELECT's inherited events) and is worth the interrupts that count
+//! advanced, so a late hrtimer loses nothing; interrupt counts are exact. A
+//! histogram total then trails the count by at most the period each sampling
+//! event (per CPU per thread) had begun when it stopped: up to `weight`
+//! interrupts each. Measured on this 2-CPU VM under load: within 0.1%.
+//! Kernels before 6.12 cannot read counts into inherited samples and fall back
+//! to nominal weights, which trail by a few percent (hrtimer lateness).
 //!
-//! Stated bound: `0.88 x interrupts - slack <= histogram <= 1.01 x
-//! interrupts + slack`, `slack = weight x CPUs x (processes + 2)`.
+//! Stated bound: `0.97 x interrupts - slack <= histogram <= 1.01 x
+//! interrupts + slack`, `slack = weight x CPUs x (processes + 2)`; the 3%
+//! covers the nominal-weight fallback on older kernels only in part, so the
+//! lower bound is 0.88 there (see `lower_bound`).
 
 mod common;
 
@@ -151,7 +152,7 @@ fn within_weighting_error(histogram: u64, interrupts: u64, info: &PfmInfo, proce
     let weight = info.pi_sample_period[0] / PERIOD;
     let slack = (weight * info.pi_ncpus * (processes + 2)) as f64;
     let (h, i) = (histogram as f64, interrupts as f64);
-    h + slack >= 0.88 * i && h <= 1.01 * i + slack
+    h + slack >= lower_bound() * i && h <= 1.01 * i + slack
 }
 
 #[test]
@@ -608,4 +609,19 @@ fn conformance_sampling_rows_pass() {
         stdout.lines().any(|l| l == "PASS read_again_from_byte_0"),
         "{stdout}"
     );
+}
+
+/// 0.97, or 0.88 on kernels before 6.12 (no counts in inherited samples).
+fn lower_bound() -> f64 {
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let mut parts = release
+        .trim()
+        .split(['.', '-'])
+        .map(|p| p.parse::<u32>().unwrap_or(0));
+    let (major, minor) = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
+    if (major, minor) >= (6, 12) {
+        0.97
+    } else {
+        0.88
+    }
 }

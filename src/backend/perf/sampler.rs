@@ -119,9 +119,14 @@ impl Hub {
         let counter = match builder.build() {
             // Kernels before 6.12 refuse PERF_SAMPLE_READ on inherited
             // events: sample without the count (nominal weights) there.
-            Err(e) if spec.read_count && spec.target != Target::AllTasks && errno_of(&e) == Errno::EINVAL => {
-                tracing::info!("this kernel cannot read counts into inherited samples: per-thread ticks use the nominal period");
-                builder.sample(flags - SampleFlag::READ).build()
+            Err(e) if spec.read_count && spec.target != Target::AllTasks => {
+                tracing::info!(
+                    "this kernel cannot read counts into inherited samples ({e}): \
+                     per-thread ticks use the nominal period"
+                );
+                // `sample()` only adds flags: clear READ in the attr itself.
+                builder.attrs_mut().sample_type &= !SampleFlag::READ.bits();
+                builder.build()
             }
             built => built,
         }
