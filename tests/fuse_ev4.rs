@@ -379,3 +379,23 @@ fn unavailable_events_are_eopnotsupp_and_never_count_zero() {
     assert_eq!(i.pi_family, 0);
     assert_eq!(i.pi_version, abi::PFM_INFO_VERSION);
 }
+
+/// `read(2)` and ioctls are the only data paths: a write is refused with the
+/// device's errno, as by a character driver without a write method.
+#[test]
+fn writes_are_refused_with_einval() {
+    use std::io::Write;
+    if !can_run() {
+        return;
+    }
+    let daemon = Daemon::start(&[]);
+    let mut file = OpenOptions::new()
+        .write(true)
+        .custom_flags(abi::PCNTOPENALL)
+        .open(&daemon.device)
+        .expect("root may open for writing");
+    assert_eq!(
+        file.write(b"x").unwrap_err().raw_os_error(),
+        Some(libc::EINVAL)
+    );
+}

@@ -287,6 +287,12 @@ impl Device {
         Ok(snapshot[start..end].to_vec())
     }
 
+    /// `write(2)`: the device has none, like a character driver without a
+    /// write method.
+    pub fn write(&self, _id: FileId) -> Result<usize, DeviceError> {
+        Err(DeviceError::invalid("the device has no write method"))
+    }
+
     /// One ioctl, decoded from its number and input bytes.
     pub fn ioctl(
         &self,

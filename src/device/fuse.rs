@@ -164,7 +164,7 @@ impl Filesystem for PfmFs {
         &self,
         _req: &Request,
         _ino: INodeNo,
-        _fh: FileHandle,
+        fh: FileHandle,
         _offset: u64,
         _data: &[u8],
         _write_flags: WriteFlags,
@@ -172,8 +172,10 @@ impl Filesystem for PfmFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
-        // The device has no write method, like a character driver without one.
-        reply.error(Errno::EINVAL);
+        match self.device.write(fh.0 as FileId) {
+            Ok(n) => reply.written(n as u32),
+            Err(e) => reply.error(errno(&e)),
+        }
     }
 
     fn flush(

@@ -114,13 +114,6 @@ impl PerfBackend {
         }
     }
 
-    /// Every named event and whether it opened, in probe order (for
-    /// `--list-events`). Raw events are not listed: they are checked when a
-    /// site binding names them.
-    pub fn probe_report(&self) -> Vec<(HostEvent, Result<(), String>)> {
-        self.probed.clone()
-    }
-
     fn read_mode(&self, spec: &GroupSpec) -> ReadMode {
         if let Some(mode) = self.force_read_mode {
             return mode;

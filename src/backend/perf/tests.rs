@@ -69,13 +69,10 @@ fn burn(ns: u64) {
 #[test]
 fn probe_answers_every_named_event_and_software_events_open() {
     let backend = PerfBackend::probe();
-    let report = backend.probe_report();
-    let events: Vec<HostEvent> = report.iter().map(|(e, _)| *e).collect();
-    assert_eq!(events, HostEvent::NAMED.to_vec());
-    for (event, result) in &report {
+    for event in &HostEvent::NAMED {
+        let result = backend.check(event);
         eprintln!("{event}: {result:?}");
-        assert_eq!(&backend.check(event), result, "{event}");
-        if let Err(why) = result {
+        if let Err(why) = &result {
             assert!(!why.is_empty(), "{event}: empty reason");
         }
     }

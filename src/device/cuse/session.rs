@@ -183,8 +183,11 @@ fn handle(device: &Device, request: &Request<'_>) -> Option<Vec<u8>> {
             }
             Err(e) => wire::reply_error(unique, e.errno()),
         },
-        // Like a character driver without a write method.
-        Op::Write(_) => wire::reply_error(unique, Errno::EINVAL),
+        Op::Write(write) => match device.write(write.fh as FileId) {
+            // fuse_write_out: the size written and padding.
+            Ok(n) => wire::reply(unique, &[&(n as u32).to_ne_bytes(), &[0; 4]]),
+            Err(e) => wire::reply_error(unique, e.errno()),
+        },
         Op::Release(release) => {
             device.release(release.fh as FileId);
             wire::reply(unique, &[])
