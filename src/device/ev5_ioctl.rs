@@ -17,7 +17,7 @@
 use super::caller::Caller;
 use super::core::{Device, IoctlReply, RawStart};
 use super::open_file::{CounterState, OpenFile, Scope};
-use super::tally::CpuTally;
+use super::tally::{CpuTally, MAX_COUNTERS};
 use crate::backend::ModeFilter;
 use crate::ev5::{self, ProcessFilter};
 use crate::ioctl::abi::{PfCntrsEv5, PmctrsEv5};
@@ -125,38 +125,25 @@ impl Device {
                 let out = PmctrsEv5::new(u.select(), u.cpu(), raw[0], raw[1], raw[2]);
                 Ok(IoctlReply::out(out.as_bytes()))
             }
-            Ev5Request::GetCnt { addr } => self.ev5_counts(file, tallies, addr, false),
-            Ev5Request::ReadCntrs { addr } => self.ev5_counts(file, tallies, addr, true),
+            Ev5Request::GetCnt { addr } => self.counts_reply(
+                file,
+                tallies,
+                addr,
+                &ev5::WIDTHS,
+                false,
+                "PCNT5GETCNT",
+                element,
+            ),
+            Ev5Request::ReadCntrs { addr } => self.counts_reply(
+                file,
+                tallies,
+                addr,
+                &ev5::WIDTHS,
+                true,
+                "PCNT5READCNTRS",
+                element,
+            ),
         }
-    }
-
-    /// `PCNT5GETCNT` (interrupts) and `PCNT5READCNTRS` (full counts).
-    fn ev5_counts(
-        &self,
-        file: &mut OpenFile,
-        tallies: &mut [CpuTally],
-        addr: u64,
-        full: bool,
-    ) -> Result<IoctlReply, DeviceError> {
-        let name = if full {
-            "PCNT5READCNTRS"
-        } else {
-            "PCNT5GETCNT"
-        };
-        self.counts_reply(
-            file,
-            tallies,
-            addr,
-            &ev5::WIDTHS,
-            full,
-            name,
-            |v, pr_cycle| PfCntrsEv5 {
-                pr_cycle,
-                pf_cntr0: v[0],
-                pf_cntr1: v[1],
-                pf_cntr2: v[2],
-            },
-        )
     }
 
     /// `PCNT5CTXTS`: whose threads and which modes count (contract §5.2).
@@ -239,3 +226,13 @@ impl Device {
 #[cfg(test)]
 #[path = "ev5_tests.rs"]
 mod tests;
+
+/// One CPU's `struct pfcntrs_ev5`.
+fn element(v: &[u64; MAX_COUNTERS], pr_cycle: u64) -> PfCntrsEv5 {
+    PfCntrsEv5 {
+        pr_cycle,
+        pf_cntr0: v[0],
+        pf_cntr1: v[1],
+        pf_cntr2: v[2],
+    }
+}

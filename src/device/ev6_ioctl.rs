@@ -11,7 +11,7 @@
 use super::caller::Caller;
 use super::core::{Device, IoctlReply, RawStart};
 use super::open_file::{CounterState, OpenFile};
-use super::tally::CpuTally;
+use super::tally::{CpuTally, MAX_COUNTERS};
 use crate::ev6;
 use crate::ioctl::abi::{PfCntrsEv6, PmctrsEv6};
 use crate::ioctl::{DeviceError, Ev6Request};
@@ -99,40 +99,37 @@ impl Device {
                 let out = PmctrsEv6::new(u.select(), u.cpu(), raw[0], raw[1]);
                 Ok(IoctlReply::out(out.as_bytes()))
             }
-            Ev6Request::GetCnt { addr } => self.ev6_counts(file, tallies, addr, false),
-            Ev6Request::ReadCntrs { addr } => self.ev6_counts(file, tallies, addr, true),
+            Ev6Request::GetCnt { addr } => self.counts_reply(
+                file,
+                tallies,
+                addr,
+                &ev6::WIDTHS,
+                false,
+                "PCNT6GETCNT",
+                element,
+            ),
+            Ev6Request::ReadCntrs { addr } => self.counts_reply(
+                file,
+                tallies,
+                addr,
+                &ev6::WIDTHS,
+                true,
+                "PCNT6READCNTRS",
+                element,
+            ),
         }
-    }
-
-    /// `PCNT6GETCNT` (interrupts) and `PCNT6READCNTRS` (full counts).
-    fn ev6_counts(
-        &self,
-        file: &mut OpenFile,
-        tallies: &mut [CpuTally],
-        addr: u64,
-        full: bool,
-    ) -> Result<IoctlReply, DeviceError> {
-        let name = if full {
-            "PCNT6READCNTRS"
-        } else {
-            "PCNT6GETCNT"
-        };
-        self.counts_reply(
-            file,
-            tallies,
-            addr,
-            &ev6::WIDTHS,
-            full,
-            name,
-            |v, pr_cycle| PfCntrsEv6 {
-                pr_cycle,
-                pf_cntr0: v[0],
-                pf_cntr1: v[1],
-            },
-        )
     }
 }
 
 #[cfg(test)]
 #[path = "ev6_tests.rs"]
 mod tests;
+
+/// One CPU's `struct pfcntrs_ev6`.
+fn element(v: &[u64; MAX_COUNTERS], pr_cycle: u64) -> PfCntrsEv6 {
+    PfCntrsEv6 {
+        pr_cycle,
+        pf_cntr0: v[0],
+        pf_cntr1: v[1],
+    }
+}
