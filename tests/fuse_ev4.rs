@@ -63,19 +63,12 @@ fn pf_cycles_agree_with_perf_task_clock() {
         return;
     }
     let daemon = Daemon::start(&["--cpu-mhz", &MHZ.to_string()]);
-    let out = run(Command::new("perf")
-        .args(["stat", "-x,", "-e", "task-clock", "--"])
-        .arg(common::c_program("ev4count"))
+    let out = run(common::under_perf_stat(common::c_program("ev4count"))
         .args(["-select", "-ms", "400"])
         .env("PFM_DEVICE", &daemon.device));
     assert!(out.status.success(), "{}\n{}", text(&out), daemon.log());
     let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    let task_clock_ms: f64 = stderr
-        .lines()
-        .find(|l| l.contains("task-clock"))
-        .and_then(|l| l.split(',').next()?.parse().ok())
-        .unwrap_or_else(|| panic!("no task-clock in perf output:\n{stderr}"));
+    let task_clock_ms = common::task_clock_ms(&out);
     let got = counts_line(&stdout, "all").expect("a cpu=all line")["pf_cntr0"];
     // cycles = ns x MHz / 1000; one interrupt every 4096 (pc0 set).
     let expected = task_clock_ms * 1e6 * MHZ as f64 / 1000.0 / 4096.0;
@@ -336,18 +329,11 @@ fn logselect_counts_children_started_afterwards() {
     }
     let daemon = Daemon::start(&["--cpu-mhz", &MHZ.to_string()]);
     let burn = "i=0; while [ $i -lt 400000 ]; do i=$((i+1)); done";
-    let out = run(Command::new("perf")
-        .args(["stat", "-x,", "-e", "task-clock", "--"])
-        .arg(common::c_program("ev4count"))
+    let out = run(common::under_perf_stat(common::c_program("ev4count"))
         .args(["-select", "--", "sh", "-c", burn])
         .env("PFM_DEVICE", &daemon.device));
     assert!(out.status.success(), "{}\n{}", text(&out), daemon.log());
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    let task_clock_ms: f64 = stderr
-        .lines()
-        .find(|l| l.contains("task-clock"))
-        .and_then(|l| l.split(',').next()?.parse().ok())
-        .unwrap();
+    let task_clock_ms = common::task_clock_ms(&out);
     let got = counts_line(&String::from_utf8_lossy(&out.stdout), "all").unwrap()["pf_cntr0"] as f64;
     let whole = task_clock_ms * 1e6 * MHZ as f64 / 1000.0 / 4096.0;
     // The child's loop is nearly all of the process tree's CPU time.

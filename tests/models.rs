@@ -6,17 +6,8 @@ mod common;
 use common::{Daemon, can_run, info, ioctl, ioctl_long, open_device, run, text, value};
 use pfmd::ioctl::abi::{self, PfCntrsEv6, PmctrsEv6};
 use pfmd::ioctl::numbers as n;
-use std::process::Command;
 
 const MHZ: u64 = 2000;
-
-fn perf_task_clock_ms(stderr: &str) -> f64 {
-    stderr
-        .lines()
-        .find(|l| l.contains("task-clock"))
-        .and_then(|l| l.split(',').next()?.parse().ok())
-        .unwrap_or_else(|| panic!("no task-clock in perf output:\n{stderr}"))
-}
 
 #[test]
 fn conformance_program_reports_zero_failed_on_every_model() {
@@ -54,15 +45,13 @@ fn papi_style_client_counts_cycles_consistent_with_task_clock() {
         return;
     }
     let daemon = Daemon::start(&["--model", "ev6", "--cpu-mhz", &MHZ.to_string()]);
-    let out = run(Command::new("perf")
-        .args(["stat", "-x,", "-e", "task-clock", "--"])
-        .arg(common::c_program("papi_ev6"))
+    let out = run(common::under_perf_stat(common::c_program("papi_ev6"))
         .args(["-ms", "300"])
         .env("PFM_DEVICE", &daemon.device));
     assert!(out.status.success(), "{}\n{}", text(&out), daemon.log());
     let stdout = String::from_utf8_lossy(&out.stdout);
     let cycles = value(&stdout, "cycles").expect("cycles=") as f64;
-    let task_clock_ms = perf_task_clock_ms(&String::from_utf8_lossy(&out.stderr));
+    let task_clock_ms = common::task_clock_ms(&out);
     let whole = task_clock_ms * 1e6 * MHZ as f64 / 1000.0;
     let workload = value(&stdout, "workload_cpu_ns").unwrap() as f64 * MHZ as f64 / 1000.0;
     // Counted between RESTART and RDISABLE: at least the workload, at most the

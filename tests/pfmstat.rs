@@ -240,21 +240,14 @@ fn cycles_agree_with_ev4count_ev5count_and_perf_task_clock() {
 
     // perf stat's task-clock of pfmstat and the command together bounds the
     // command's count from above.
-    let out = run(Command::new("perf")
-        .args(["stat", "-x,", "-e", "task-clock", "--"])
-        .arg(env!("CARGO_BIN_EXE_pfmstat"))
+    let out = run(common::under_perf_stat(env!("CARGO_BIN_EXE_pfmstat"))
         .args(["-e", "cycles", "--json", "-o"])
         .arg(d.dir.path().join("perf.json"))
         .arg(work())
         .args(["burn", "300"])
         .env("PFM_DEVICE", &d.device));
     assert!(out.status.success(), "{}", text(&out));
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    let task_clock_ms: f64 = stderr
-        .lines()
-        .find(|l| l.contains("task-clock"))
-        .and_then(|l| l.split(',').next()?.parse().ok())
-        .unwrap_or_else(|| panic!("no task-clock:\n{stderr}"));
+    let task_clock_ms = common::task_clock_ms(&out);
     let r: Value =
         serde_json::from_str(&std::fs::read_to_string(d.dir.path().join("perf.json")).unwrap())
             .unwrap();

@@ -385,3 +385,22 @@ pub fn pfmprof(daemon: &Daemon) -> Command {
     cmd.env("PFM_DEVICE", &daemon.device);
     cmd
 }
+
+/// `perf stat -e task-clock -- PROGRAM`: an independent reading of the CPU
+/// time of a program and everything it starts. Add the program's arguments.
+pub fn under_perf_stat(program: impl AsRef<std::ffi::OsStr>) -> Command {
+    let mut cmd = Command::new("perf");
+    cmd.args(["stat", "-x,", "-e", "task-clock", "--"])
+        .arg(program);
+    cmd
+}
+
+/// The task-clock milliseconds `perf stat -x,` printed on stderr.
+pub fn task_clock_ms(output: &Output) -> f64 {
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    stderr
+        .lines()
+        .find(|l| l.contains("task-clock"))
+        .and_then(|l| l.split(',').next()?.parse().ok())
+        .unwrap_or_else(|| panic!("no task-clock in perf output:\n{stderr}"))
+}
