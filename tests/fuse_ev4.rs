@@ -291,11 +291,7 @@ fn unprivileged_callers_get_eacces_for_logall_and_count_their_own_threads() {
     if !can_run() {
         return;
     }
-    let paranoid: i32 = std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    let paranoid: i32 = common::paranoid();
     let daemon = Daemon::start(&["--cpu-mhz", &MHZ.to_string()]);
     let as_nobody = |args: &[&str]| {
         run(Command::new("setpriv")

@@ -680,11 +680,7 @@ fn ordinary_users_count_user_mode_and_are_told() {
     if !can_run() {
         return;
     }
-    let paranoid: i32 = std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    let paranoid: i32 = common::paranoid();
     if paranoid > 2 {
         eprintln!("SKIP: perf_event_paranoid {paranoid} refuses LOGSELECT to ordinary users");
         return;

@@ -20,91 +20,95 @@ pub fn number(model: Implementation, event: &AlphaEvent) -> usize {
         .expect("events come from the model's catalog")
 }
 
+/// `(alias, Alpha name)`.
+type Alias = (&'static str, &'static str);
+
+const EV5_COMMON: [Alias; 14] = [
+    ("cycles", "PF5_MUX0_CYCLES"),
+    ("cycles2", "PF5_MUX2_C_CYCLES"),
+    ("issues", "PF5_MUX0_ISSUES"),
+    ("instructions", "PF5_MUX0_ISSUES"),
+    ("branches", "PF5_MUX1_FLOW_CHANGE"),
+    ("brmiss", "PF5_MUX2_C_BRANCH_MISPREDICTS"),
+    ("loads", "PF5_MUX1_C_LOAD_INSTRUCTIONS"),
+    ("stores", "PF5_MUX1_C_STORE_INSTRUCTIONS"),
+    ("dmiss", "PF5_MUX2_C_DCACHE_MISSES"),
+    ("imiss", "PF5_MUX2_C_ICACHE_MISSES"),
+    ("dtbmiss", "PF5_MUX2_C_DTB_MISS"),
+    ("itbmiss", "PF5_MUX2_C_ITB_MISS"),
+    ("fpinst", "PF5_MUX1_C_FP_INSTRUCTIONS"),
+    ("replays", "PF5_MUX1_REPLAY_TRAP"),
+];
+
 /// Short aliases per model: `(alias, Alpha name)`. Only meanings the event
 /// really has: e.g. `retinst` exists only where the chip counts retired
 /// instructions (EV6/EV67); on the in-order EV5 `instructions` is issues.
-pub fn aliases(model: Implementation) -> &'static [(&'static str, &'static str)] {
-    match model {
-        Implementation::Ev4 | Implementation::Ev45 => &[
-            ("cycles", "PF_CYCLES"),
-            ("issues", "PF_ISSUES"),
-            ("nonissues", "PF_NONISSUES"),
-            ("pipedry", "PF_PIPEDRY"),
-            ("pipefrozen", "PF_PIPEFROZEN"),
-            ("loads", "PF_LOADI"),
-            ("stores", "PF_STOREI"),
-            ("branches", "PF_BRANCHI"),
-            ("brmiss", "PF_BRANCHMISS"),
-            ("dmiss", "PF_DCACHE"),
-            ("imiss", "PF_ICACHE"),
-            ("dual", "PF_DUAL"),
-            ("fpinst", "PF_FPINST"),
-            ("intops", "PF_INTOPS"),
-            ("palmode", "PF_PALMODE"),
-        ],
-        Implementation::Ev5 | Implementation::Ev56 | Implementation::Pca56 => {
-            if model == Implementation::Pca56 {
-                &[
-                    ("cycles", "PF5_MUX0_CYCLES"),
-                    ("cycles2", "PF5_MUX2_C_CYCLES"),
-                    ("issues", "PF5_MUX0_ISSUES"),
-                    ("instructions", "PF5_MUX0_ISSUES"),
-                    ("branches", "PF5_MUX1_FLOW_CHANGE"),
-                    ("brmiss", "PF5_MUX2_C_BRANCH_MISPREDICTS"),
-                    ("loads", "PF5_MUX1_C_LOAD_INSTRUCTIONS"),
-                    ("stores", "PF5_MUX1_C_STORE_INSTRUCTIONS"),
-                    ("dmiss", "PF5_MUX2_C_DCACHE_MISSES"),
-                    ("imiss", "PF5_MUX2_C_ICACHE_MISSES"),
-                    ("dtbmiss", "PF5_MUX2_C_DTB_MISS"),
-                    ("itbmiss", "PF5_MUX2_C_ITB_MISS"),
-                    ("fpinst", "PF5_MUX1_C_FP_INSTRUCTIONS"),
-                    ("replays", "PF5_MUX1_REPLAY_TRAP"),
-                    ("bcread", "PF5_MUX2_C_BCACHE_DREAD"),
-                    ("bcfill", "PF5_MUX2_C_BCACHE_READ_FILL"),
-                ]
-            } else {
-                &[
-                    ("cycles", "PF5_MUX0_CYCLES"),
-                    ("cycles2", "PF5_MUX2_C_CYCLES"),
-                    ("issues", "PF5_MUX0_ISSUES"),
-                    ("instructions", "PF5_MUX0_ISSUES"),
-                    ("branches", "PF5_MUX1_FLOW_CHANGE"),
-                    ("brmiss", "PF5_MUX2_C_BRANCH_MISPREDICTS"),
-                    ("loads", "PF5_MUX1_C_LOAD_INSTRUCTIONS"),
-                    ("stores", "PF5_MUX1_C_STORE_INSTRUCTIONS"),
-                    ("dmiss", "PF5_MUX2_C_DCACHE_MISSES"),
-                    ("imiss", "PF5_MUX2_C_ICACHE_MISSES"),
-                    ("dtbmiss", "PF5_MUX2_C_DTB_MISS"),
-                    ("itbmiss", "PF5_MUX2_C_ITB_MISS"),
-                    ("fpinst", "PF5_MUX1_C_FP_INSTRUCTIONS"),
-                    ("replays", "PF5_MUX1_REPLAY_TRAP"),
-                    ("scmiss", "PF5_MUX2_C_SCACHE_MISS"),
-                    ("bcmiss", "PF5_MUX2_C_BCACHE_MISS"),
-                ]
-            }
-        }
-        Implementation::Ev6 => &[
-            ("cycles", "PF6_MUX0_CYCLES"),
-            ("cycles1", "PF6_MUX1_CYCLES"),
-            ("retinst", "PF6_MUX0_RET_INSTRUCTIONS"),
-            ("instructions", "PF6_MUX0_RET_INSTRUCTIONS"),
-            ("condbr", "PF6_MUX1_RET_COND_BRANCHES"),
-            ("branches", "PF6_MUX1_RET_COND_BRANCHES"),
-            ("dtbmiss", "PF6_MUX1_RET_DTB_SINGLE_MISSES"),
-            ("dtbmiss2", "PF6_MUX1_RET_DTB_DOUBLE_MISSES"),
-            ("itbmiss", "PF6_MUX1_RET_ITB_MISSES"),
-            ("unaligned", "PF6_MUX1_RET_UNALIGNED_TRAPS"),
-            ("replays", "PF6_MUX1_REPLAY_TRAP"),
-        ],
-        Implementation::Ev67 => &[
-            ("cycles", "PF67_C0_CYCLES"),
-            ("cycles1", "PF67_C1_CYCLES"),
-            ("retinst", "PF67_C0_RET_INST"),
-            ("instructions", "PF67_C0_RET_INST"),
-            ("bcmiss", "PF67_C1_BCACHE_MISS"),
-            ("replays", "PF67_C1_REPLAY_TRAPS"),
-        ],
-    }
+pub fn aliases(model: Implementation) -> Vec<(&'static str, &'static str)> {
+    let (names, cbox): (&[Alias], &[Alias]) = match model {
+        Implementation::Ev4 | Implementation::Ev45 => (
+            &[
+                ("cycles", "PF_CYCLES"),
+                ("issues", "PF_ISSUES"),
+                ("nonissues", "PF_NONISSUES"),
+                ("pipedry", "PF_PIPEDRY"),
+                ("pipefrozen", "PF_PIPEFROZEN"),
+                ("loads", "PF_LOADI"),
+                ("stores", "PF_STOREI"),
+                ("branches", "PF_BRANCHI"),
+                ("brmiss", "PF_BRANCHMISS"),
+                ("dmiss", "PF_DCACHE"),
+                ("imiss", "PF_ICACHE"),
+                ("dual", "PF_DUAL"),
+                ("fpinst", "PF_FPINST"),
+                ("intops", "PF_INTOPS"),
+                ("palmode", "PF_PALMODE"),
+            ],
+            &[],
+        ),
+        // The EV5 family's common names, then its Cbox (second level) events.
+        Implementation::Ev5 | Implementation::Ev56 => (
+            &EV5_COMMON,
+            &[
+                ("scmiss", "PF5_MUX2_C_SCACHE_MISS"),
+                ("bcmiss", "PF5_MUX2_C_BCACHE_MISS"),
+            ],
+        ),
+        Implementation::Pca56 => (
+            &EV5_COMMON,
+            &[
+                ("bcread", "PF5_MUX2_C_BCACHE_DREAD"),
+                ("bcfill", "PF5_MUX2_C_BCACHE_READ_FILL"),
+            ],
+        ),
+        Implementation::Ev6 => (
+            &[
+                ("cycles", "PF6_MUX0_CYCLES"),
+                ("cycles1", "PF6_MUX1_CYCLES"),
+                ("retinst", "PF6_MUX0_RET_INSTRUCTIONS"),
+                ("instructions", "PF6_MUX0_RET_INSTRUCTIONS"),
+                ("condbr", "PF6_MUX1_RET_COND_BRANCHES"),
+                ("branches", "PF6_MUX1_RET_COND_BRANCHES"),
+                ("dtbmiss", "PF6_MUX1_RET_DTB_SINGLE_MISSES"),
+                ("dtbmiss2", "PF6_MUX1_RET_DTB_DOUBLE_MISSES"),
+                ("itbmiss", "PF6_MUX1_RET_ITB_MISSES"),
+                ("unaligned", "PF6_MUX1_RET_UNALIGNED_TRAPS"),
+                ("replays", "PF6_MUX1_REPLAY_TRAP"),
+            ],
+            &[],
+        ),
+        Implementation::Ev67 => (
+            &[
+                ("cycles", "PF67_C0_CYCLES"),
+                ("cycles1", "PF67_C1_CYCLES"),
+                ("retinst", "PF67_C0_RET_INST"),
+                ("instructions", "PF67_C0_RET_INST"),
+                ("bcmiss", "PF67_C1_BCACHE_MISS"),
+                ("replays", "PF67_C1_REPLAY_TRAPS"),
+            ],
+            &[],
+        ),
+    };
+    names.iter().chain(cbox).copied().collect()
 }
 
 /// The aliases that name `event` in `model`.
@@ -395,7 +399,7 @@ mod tests {
         for model in Implementation::ALL {
             let names: Vec<&str> = flat(model).iter().map(|e| e.name).collect();
             for (alias, name) in aliases(model) {
-                assert!(names.contains(name), "{model}: {alias} -> {name}");
+                assert!(names.contains(&name), "{model}: {alias} -> {name}");
                 assert!(
                     !names.iter().any(|n| n.eq_ignore_ascii_case(alias)),
                     "{model}: alias {alias} shadows an event name"

@@ -404,3 +404,12 @@ pub fn task_clock_ms(output: &Output) -> f64 {
         .and_then(|l| l.split(',').next()?.parse().ok())
         .unwrap_or_else(|| panic!("no task-clock in perf output:\n{stderr}"))
 }
+
+/// The host's `kernel.perf_event_paranoid`.
+pub fn paranoid() -> i32 {
+    std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
+        .expect("perf_event_paranoid")
+        .trim()
+        .parse()
+        .expect("a number")
+}
