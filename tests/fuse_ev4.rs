@@ -33,10 +33,9 @@ fn conformance_program_reports_zero_failed() {
         text(&out)
     );
     // The same program as an unprivileged user reaches the EACCES rows.
-    let out = run(Command::new("setpriv")
-        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
-        .arg(common::c_program("errno_contract"))
-        .env("PFM_DEVICE", &daemon.device));
+    let out =
+        run(common::as_nobody(common::c_program("errno_contract"))
+            .env("PFM_DEVICE", &daemon.device));
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
@@ -294,9 +293,7 @@ fn unprivileged_callers_get_eacces_for_logall_and_count_their_own_threads() {
     let paranoid: i32 = common::paranoid();
     let daemon = Daemon::start(&["--cpu-mhz", &MHZ.to_string()]);
     let as_nobody = |args: &[&str]| {
-        run(Command::new("setpriv")
-            .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
-            .arg(common::c_program("ev4count"))
+        run(common::as_nobody(common::c_program("ev4count"))
             .args(args)
             .env("PFM_DEVICE", &daemon.device))
     };

@@ -686,9 +686,7 @@ fn ordinary_users_count_user_mode_and_are_told() {
         return;
     }
     let d = daemon("ev6");
-    let out = run(Command::new("setpriv")
-        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
-        .arg(env!("CARGO_BIN_EXE_pfmstat"))
+    let out = run(common::as_nobody(env!("CARGO_BIN_EXE_pfmstat"))
         .args(["-k", "-e", "cycles"])
         .arg(work())
         .args(["burn", "100"])

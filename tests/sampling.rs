@@ -589,17 +589,12 @@ fn conformance_sampling_rows_pass() {
             "{row} did not pass as root:\n{stdout}"
         );
     }
-    let out = run(Command::new("setpriv")
-        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
-        .arg(common::c_program("errno_contract"))
-        .env("PFM_DEVICE", &daemon.device));
+    let out =
+        run(common::as_nobody(common::c_program("errno_contract"))
+            .env("PFM_DEVICE", &daemon.device));
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "as nobody: {}", text(&out));
-    let paranoid: i32 = std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
-        .ok()
-        .and_then(|s| s.trim().parse().ok())
-        .unwrap_or(2);
-    if paranoid > 0 {
+    if common::paranoid() > 0 {
         assert!(
             stdout.lines().any(|l| l == "PASS eacces_kernel_profiling"),
             "{stdout}"

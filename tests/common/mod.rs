@@ -413,3 +413,12 @@ pub fn paranoid() -> i32 {
         .parse()
         .expect("a number")
 }
+
+/// `program` run as nobody (uid and gid 65534, no groups): an unprivileged
+/// caller for the contract's §8 checks. Add the arguments.
+pub fn as_nobody(program: impl AsRef<std::ffi::OsStr>) -> Command {
+    let mut cmd = Command::new("setpriv");
+    cmd.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+        .arg(program);
+    cmd
+}
