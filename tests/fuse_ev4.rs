@@ -32,6 +32,35 @@ fn conformance_program_reports_zero_failed() {
         "{}",
         text(&out)
     );
+    // Rows that must have run, not been skipped: sampling and profiling.
+    for row in [
+        "sampling_probe",
+        "getrsize_no_range_is_0",
+        "getrsize_stride_4_is_range_over_4",
+        "getrsize_stride_0_one_bucket",
+        "getrsize_each_times_ncpus",
+        "seturange_stride_3",
+        "seturange_1tib_enomem",
+        "caller_with_user_profiling",
+        "read_again_from_byte_0",
+        "read_profile_nonzero",
+        "getiplhis_each_array_one_short",
+        "getiplhis_each_full_array_ok",
+        "ipl_ticks_then_clearcnt_zeroes",
+        "setkrange_stride_3",
+        "caller_ranges_4_ok",
+        "caller_range_5th_enospc",
+        "caller_range_outside_text_efault",
+        "caller_range_unaligned_efault",
+        "caller_range_empty_efault",
+        "caller_without_kprofiling",
+        "setuaddr_without_profiling",
+    ] {
+        assert!(
+            stdout.lines().any(|l| l == format!("PASS {row}")),
+            "{row} did not pass as root:\n{stdout}"
+        );
+    }
     // The same program as an unprivileged user reaches the EACCES rows.
     let out =
         run(common::as_nobody(common::c_program("errno_contract"))
@@ -51,6 +80,22 @@ fn conformance_program_reports_zero_failed() {
             .ends_with(" 0 failed"),
         "{}",
         text(&out)
+    );
+    if common::paranoid() > 0 {
+        for row in [
+            "eacces_logall",
+            "eacces_renable_under_logall",
+            "eacces_kernel_profiling",
+        ] {
+            assert!(
+                stdout.lines().any(|l| l == format!("PASS {row}")),
+                "{row}:\n{stdout}"
+            );
+        }
+    }
+    assert!(
+        stdout.lines().any(|l| l == "PASS read_again_from_byte_0"),
+        "{stdout}"
     );
 }
 

@@ -543,69 +543,6 @@ fn pfmprof_exits_with_the_program_status() {
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
 }
 
-/// The sampling rows of the conformance program run (not skipped) and pass,
-/// as root and as an ordinary user.
-#[test]
-fn conformance_sampling_rows_pass() {
-    if !can_run() {
-        return;
-    }
-    let daemon = daemon();
-    let out = run(&mut daemon.client("errno_contract"));
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{}\n{}", text(&out), daemon.log());
-    assert!(
-        stdout
-            .lines()
-            .last()
-            .unwrap_or_default()
-            .ends_with(" 0 failed")
-    );
-    for row in [
-        "sampling_probe",
-        "getrsize_no_range_is_0",
-        "getrsize_stride_4_is_range_over_4",
-        "getrsize_stride_0_one_bucket",
-        "getrsize_each_times_ncpus",
-        "seturange_stride_3",
-        "seturange_1tib_enomem",
-        "caller_with_user_profiling",
-        "read_again_from_byte_0",
-        "read_profile_nonzero",
-        "getiplhis_each_array_one_short",
-        "getiplhis_each_full_array_ok",
-        "ipl_ticks_then_clearcnt_zeroes",
-        "setkrange_stride_3",
-        "caller_ranges_4_ok",
-        "caller_range_5th_enospc",
-        "caller_range_outside_text_efault",
-        "caller_range_unaligned_efault",
-        "caller_range_empty_efault",
-        "caller_without_kprofiling",
-        "setuaddr_without_profiling",
-    ] {
-        assert!(
-            stdout.lines().any(|l| l == format!("PASS {row}")),
-            "{row} did not pass as root:\n{stdout}"
-        );
-    }
-    let out =
-        run(common::as_nobody(common::c_program("errno_contract"))
-            .env("PFM_DEVICE", &daemon.device));
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "as nobody: {}", text(&out));
-    if common::paranoid() > 0 {
-        assert!(
-            stdout.lines().any(|l| l == "PASS eacces_kernel_profiling"),
-            "{stdout}"
-        );
-    }
-    assert!(
-        stdout.lines().any(|l| l == "PASS read_again_from_byte_0"),
-        "{stdout}"
-    );
-}
-
 /// 0.97, or 0.88 on kernels before 6.12 (no counts in inherited samples).
 fn lower_bound() -> f64 {
     let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
