@@ -1,7 +1,7 @@
 //! The C examples (`examples/c`) build with their Makefile against our
 //! `<sys/pfcntr.h>` under `-std=c99 -Wall -Wextra -Werror`, clean up after
 //! themselves, behave sensibly with no device, and run end to end against a
-//! crude LD_PRELOAD model of the contract: a broken example fails `cargo test`.
+//! crude LD_PRELOAD model of the device (docs/device.md): a broken example fails `cargo test`.
 //! Running them against a live pfmd is the daemon's tests' job.
 
 use std::fs;
@@ -18,7 +18,7 @@ const PROGRAMS: [&str; 5] = [
 ];
 
 fn examples() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/c")
+    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/..")).join("examples/c")
 }
 
 fn scratch(name: &str) -> PathBuf {
@@ -93,7 +93,7 @@ fn examples_compile_as_strict_c99_with_the_header() {
                     "-O2",
                 ])
                 .arg("-I")
-                .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("include"))
+                .arg(Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/..")).join("include"))
                 .arg("-o")
                 .arg(dir.join(prog))
                 .arg(examples().join(format!("{prog}.c"))),
@@ -150,7 +150,7 @@ fn examples_report_a_missing_device() {
 /// hygiene, fork, guard pages, output format), not pfmd.
 const FAKE_DEVICE: &str = r#"/*
  * A crude LD_PRELOAD stand-in for /dev/pfcntr (the path in $PFM_DEVICE),
- * modelling the contract just far enough to drive the examples end to end:
+ * modelling the device just far enough to drive the examples end to end:
  * open modes and busy rules, items, ICCSR validation, enable/disable,
  * counts that live across close/reopen, and caller-memory writes that fault
  * like copyout.  Counts are invented from elapsed time.  Not pfmd.
@@ -439,7 +439,7 @@ fn with_fake(name: &str) -> (PathBuf, PathBuf, PathBuf) {
                 "-fPIC",
             ])
             .arg("-I")
-            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("include"))
+            .arg(Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/..")).join("include"))
             .arg("-o")
             .arg(&so)
             .arg(&src)

@@ -9,10 +9,10 @@ use std::time::Duration;
 
 #[test]
 fn list_events_shows_every_ev4_event_and_what_the_host_counts() {
-    let out = run(Command::new(env!("CARGO_BIN_EXE_pfmd")).arg("--list-events"));
+    let out = run(Command::new(common::bin("pfmd")).arg("--list-events"));
     assert!(out.status.success(), "{}", text(&out));
     let stdout = String::from_utf8_lossy(&out.stdout);
-    for table in pfmd::ev4::EVENTS {
+    for table in pfm_model::ev4::EVENTS {
         for event in table {
             let line = stdout
                 .lines()
@@ -44,7 +44,7 @@ fn print_event_map_round_trips_through_event_map() {
     let map = dir.path().join("events.map");
     // Bind PF_PALMODE (no host event anywhere) to the software cpu-clock.
     std::fs::write(&map, "# test\nPF_PALMODE type=1 config=0\n").unwrap();
-    let out = run(Command::new(env!("CARGO_BIN_EXE_pfmd"))
+    let out = run(Command::new(common::bin("pfmd"))
         .args(["--print-event-map", "--event-map"])
         .arg(&map));
     assert!(out.status.success(), "{}", text(&out));
@@ -64,7 +64,7 @@ fn print_event_map_round_trips_through_event_map() {
         "{printed}"
     );
     std::fs::write(&map, "PF_PALMODE type=x\n").unwrap();
-    let out = run(Command::new(env!("CARGO_BIN_EXE_pfmd"))
+    let out = run(Command::new(common::bin("pfmd"))
         .args(["--list-events", "--event-map"])
         .arg(&map));
     assert!(!out.status.success());
@@ -98,8 +98,8 @@ fn notifies_systemd_when_ready() {
 
 #[test]
 fn refuses_what_it_cannot_do() {
-    let pfmd = env!("CARGO_BIN_EXE_pfmd");
-    let out = run(Command::new(pfmd).args(["--model", "ev9"]));
+    let pfmd = common::bin("pfmd");
+    let out = run(Command::new(&pfmd).args(["--model", "ev9"]));
     assert!(!out.status.success());
     let out = run(Command::new(pfmd).args(["--mode", "999"]));
     assert!(!out.status.success());

@@ -1,37 +1,38 @@
 //! The CUSE transport end to end. These machines' kernel has no CUSE, so the
 //! test boots a stock Debian kernel with `cuse.ko` under qemu
-//! (`../shared/tools/cuse-vm/run-in-vm.sh`), runs `pfmd --transport cuse`
-//! there, and runs the same C programs as the FUSE tests against the real
+//! (`xtask::vm`, the project's VM harness: `cargo xtask vm`), runs
+//! `pfmd --transport cuse` there, and runs the same C programs as the FUSE tests against the real
 //! character device `/dev/pfcntr`. One VM boot covers every check; the guest
 //! prints each step's output between markers and this side asserts.
 //!
-//! Skipped, with a message, when the VM cannot run: the script is missing,
-//! or it exits 2 (setup error: no qemu and no way to install it, kernel
-//! download failure, ...). It installs `qemu-system-x86 busybox-static cpio
-//! kmod` itself when run as root.
+//! When the VM cannot run here (no qemu and not root to install it, no
+//! network for the first kernel download, no static libc for the C
+//! programs, ...) the test prints `SKIPPED: <test>: <why>` and passes;
+//! under CI (`CI=true`) it fails instead (`xtask::ci::skip_or_fail`). As
+//! root the harness installs qemu itself.
 //!
 //! `bench_cuse_vs_fuse_in_a_vm` (ignored by default) runs `pfm-bench` and
 //! `ioctl_bench` over CUSE and FUSE in the same VM:
 //! `cargo test --release --test cuse_vm -- --ignored --nocapture`.
 
+mod common;
+
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
-use std::time::Instant;
+use std::time::Duration;
 
-const RUN_IN_VM: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/../shared/tools/cuse-vm/run-in-vm.sh"
-);
-const CRATE: &str = env!("CARGO_MANIFEST_DIR");
-const PFMD: &str = env!("CARGO_BIN_EXE_pfmd");
+use xtask::ci::skip_or_fail;
+use xtask::guest::{Step, Steps};
+use xtask::vm::{Arch, Vm};
 
-/// Shell helpers every guest script starts with.
+const CRATE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+
+/// Shell helpers every guest script starts with (after `run`, from
+/// `xtask::guest::RUN_PRELUDE`).
 const GUEST_PRELUDE: &str = r#"
 export NO_COLOR=1
-# run NAME CMD...: CMD's output between markers, with its exit status.
-run() { n=$1; shift; echo "@@begin $n"; "$@" 2>&1; echo "@@end $n rc=$?"; }
 # wait_ready LOG: up to 20 s for pfmd to log that it serves (node created,
 # mode and group applied).
 wait_ready() { i=0; while ! grep -q "pfmd ready" "$1" && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done; }
@@ -42,7 +43,7 @@ const SCENARIO: &str = r#"
 echo 'nobody:x:65534:65534:nobody:/:/bin/sh' >> /etc/passwd
 echo 'nogroup:x:65534:' >> /etc/group
 # Debian's kernel defaults to 3; the host the FUSE tests run on has 2, which
-# the conformance program's unprivileged rows assume (contract section 8).
+# the conformance program's unprivileged rows assume (docs/device.md §8).
 echo 2 > /proc/sys/kernel/perf_event_paranoid
 
 RUST_LOG=debug pfmd --transport auto --dev-link none --cpu-mhz 2000 2>/tmp/pfmd.log &
@@ -106,39 +107,10 @@ done
 run log cat /tmp/pfmd.log /tmp/pfmd2.log
 "#;
 
-/// A step's exit status and output.
-#[derive(Debug, Clone)]
-struct Step {
-    rc: i32,
-    out: String,
-}
-
-fn parse_steps(stdout: &str) -> HashMap<String, Step> {
-    let mut steps = HashMap::new();
-    let mut current: Option<(String, String)> = None;
-    for line in stdout.lines() {
-        if let Some(name) = line.strip_prefix("@@begin ") {
-            current = Some((name.trim().to_string(), String::new()));
-        } else if let Some(rest) = line.strip_prefix("@@end ") {
-            let rc = rest
-                .rsplit_once("rc=")
-                .and_then(|(_, rc)| rc.trim().parse().ok())
-                .unwrap_or(-1);
-            if let Some((name, out)) = current.take() {
-                steps.insert(name, Step { rc, out });
-            }
-        } else if let Some((_, out)) = current.as_mut() {
-            out.push_str(line);
-            out.push('\n');
-        }
-    }
-    steps
-}
-
 /// The static C programs the guest runs (the VM has only busybox), built
-/// once per test binary; None (after a SKIP message) if gcc cannot.
-fn programs() -> Option<&'static [PathBuf]> {
-    static BUILT: OnceLock<Option<Vec<PathBuf>>> = OnceLock::new();
+/// once per test binary; Err(why) if gcc cannot.
+fn programs() -> Result<&'static [PathBuf], &'static str> {
+    static BUILT: OnceLock<Result<Vec<PathBuf>, String>> = OnceLock::new();
     BUILT
         .get_or_init(|| {
             let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("cuse-vm");
@@ -157,16 +129,12 @@ fn programs() -> Option<&'static [PathBuf]> {
                 match out {
                     Ok(out) if out.status.success() => built.push(exe),
                     Ok(out) => {
-                        eprintln!(
-                            "SKIP cuse_vm: gcc -static {name}.c failed (static libc: apt-get install libc6-dev):\n{}",
+                        return Err(format!(
+                            "gcc -static {name}.c failed (static libc: apt-get install libc6-dev):\n{}",
                             String::from_utf8_lossy(&out.stderr)
-                        );
-                        return None;
+                        ));
                     }
-                    Err(e) => {
-                        eprintln!("SKIP cuse_vm: cannot run gcc: {e}");
-                        return None;
-                    }
+                    Err(e) => return Err(format!("cannot run gcc: {e}")),
                 }
             }
             // Checks of our own, embedded below.
@@ -212,11 +180,15 @@ fn programs() -> Option<&'static [PathBuf]> {
             if out.is_ok_and(|o| o.status.success()) {
                 built.push(exe);
             } else {
-                eprintln!("note: gcc -m32 -nostdlib failed; the 32-bit caller check is skipped");
+                skip_or_fail(
+                    "cuse_transport_in_a_vm (its 32-bit caller check)",
+                    "gcc -m32 -nostdlib cannot build the 32-bit caller",
+                );
             }
-            Some(built)
+            Ok(built)
         })
         .as_deref()
+        .map_err(String::as_str)
 }
 
 /// `_IOWR` and `_IOR` arguments over CUSE (EV5 model): PCNT5GETCNTRS reads
@@ -273,7 +245,7 @@ main(void)
 "#;
 
 /// `read(2)` of a 256 KiB PC profile over CUSE: the kernel splits it into
-/// 128 KiB pieces whose offsets count from 0 (contract section 6); every read
+/// 128 KiB pieces whose offsets count from 0 (docs/device.md §6); every read
 /// returns the whole snapshot, the same bytes while counting is off.
 const READ_CHECK_C: &str = r#"
 #include <sys/types.h>
@@ -343,68 +315,42 @@ void _start(void)
 }
 "#;
 
-/// Boots the VM with pfmd and the programs and runs `script`; None (after a
-/// SKIP message) when the VM cannot run here.
+/// Boots the VM with pfmd and the programs and runs `script`; returns the
+/// guest's output, or None (after `skip_or_fail`) when the VM cannot run here.
 fn run_in_vm(
+    test: &str,
     script: &str,
-    timeout_secs: u32,
+    timeout_secs: u64,
     smp: u32,
     extra: &[&Path],
-) -> Option<(String, String)> {
-    if !Path::new(RUN_IN_VM).exists() {
-        eprintln!(
-            "SKIP cuse_vm: {RUN_IN_VM} not found (the shared tools live beside the checkout)"
-        );
+) -> Option<String> {
+    if let Err(why) = xtask::vm::available(Arch::X86_64) {
+        skip_or_fail(test, why);
         return None;
     }
-    let programs = programs()?;
-    let dir = tempfile::tempdir().unwrap();
-    let guest = dir.path().join("guest.sh");
-    std::fs::write(&guest, format!("{GUEST_PRELUDE}\n{script}")).unwrap();
-    let mut cmd = Command::new(RUN_IN_VM);
-    cmd.args([
-        "--timeout",
-        &timeout_secs.to_string(),
-        "--smp",
-        &smp.to_string(),
-    ]);
-    for file in programs
-        .iter()
-        .map(PathBuf::as_path)
-        .chain([Path::new(PFMD), &guest])
-        .chain(extra.iter().copied())
-    {
-        cmd.arg("--include").arg(file);
-    }
-    cmd.args(["--", "sh", "/work/guest.sh"]);
-    let started = Instant::now();
-    let out = match cmd.output() {
-        Ok(out) => out,
-        Err(e) => {
-            eprintln!("SKIP cuse_vm: cannot run {RUN_IN_VM}: {e}");
+    let programs = match programs() {
+        Ok(programs) => programs,
+        Err(why) => {
+            skip_or_fail(test, why);
             return None;
         }
     };
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    eprintln!(
-        "cuse_vm: VM run took {:.1} s (exit {:?})",
-        started.elapsed().as_secs_f64(),
-        out.status.code()
-    );
-    match out.status.code() {
-        Some(2) => {
-            eprintln!(
-                "SKIP cuse_vm: run-in-vm.sh could not set up the VM (exit 2). It needs qemu-system-x86 \
-                 (apt-get install qemu-system-x86 busybox-static cpio kmod) and the kernel package.\n{stderr}"
-            );
-            None
-        }
-        Some(0) => Some((stdout, stderr)),
-        other => panic!(
-            "the VM run failed with {other:?} (124: timeout, 125: the guest died)\nstdout:\n{stdout}\nstderr:\n{stderr}"
-        ),
-    }
+    let dir = tempfile::tempdir().unwrap();
+    let guest = dir.path().join("guest.sh");
+    std::fs::write(
+        &guest,
+        format!("{}{GUEST_PRELUDE}\n{script}", xtask::guest::RUN_PRELUDE),
+    )
+    .unwrap();
+    let vm = Vm::new(Arch::X86_64)
+        .timeout(Duration::from_secs(timeout_secs))
+        .smp(smp)
+        .includes(programs)
+        .include(common::bin("pfmd"))
+        .include(&guest)
+        .includes(extra);
+    let output = xtask::guest::run_for_test(test, &vm, ["sh", "/work/guest.sh"])?;
+    Some(output.stdout)
 }
 
 fn last_line(text: &str) -> &str {
@@ -425,10 +371,10 @@ fn first_count(step: &Step) -> Option<u64> {
 
 #[test]
 fn cuse_transport_in_a_vm() {
-    let Some((stdout, _)) = run_in_vm(SCENARIO, 300, 2, &[]) else {
+    let Some(stdout) = run_in_vm("cuse_transport_in_a_vm", SCENARIO, 300, 2, &[]) else {
         return;
     };
-    let steps = parse_steps(&stdout);
+    let steps = Steps::parse(&stdout).steps;
     let log = steps.get("log").map(|s| s.out.clone()).unwrap_or_default();
     let step = |name: &str| -> Step {
         steps
@@ -561,7 +507,13 @@ for r in $(seq {rounds}); do
 done
 "#
     );
-    let Some((stdout, stderr)) = run_in_vm(&script, 1800, 2, &[Path::new(PFM_BENCH)]) else {
+    let Some(stdout) = run_in_vm(
+        "bench_cuse_vs_fuse_in_a_vm",
+        &script,
+        1800,
+        2,
+        &[common::bin("pfm-bench").as_path()],
+    ) else {
         return;
     };
     let mut bench = Samples::default();
@@ -600,7 +552,7 @@ done
     }
     assert!(
         !bench.order.is_empty() && !pfm.order.is_empty(),
-        "no benchmark lines:\n{stdout}\n{stderr}"
+        "no benchmark lines:\n{stdout}"
     );
     println!(
         "CUSE vs FUSE in one VM (2 vCPUs, pinned: {pin:?}), {calls} calls x {rounds} rounds, medians over rounds"
@@ -610,8 +562,6 @@ done
     println!("\nexamples/c/ioctl_bench:");
     bench.print();
 }
-
-const PFM_BENCH: &str = env!("CARGO_BIN_EXE_pfm-bench");
 
 /// Per (transport, row): [p50 us, p99 us, calls/s] for each round.
 #[derive(Default)]

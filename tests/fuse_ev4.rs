@@ -3,12 +3,11 @@
 
 mod common;
 
-use common::{
-    Daemon, can_run, counts_line, info, ioctl, ioctl_long, open_device, run, text, value,
-};
+use common::{Daemon, can_run, counts_line, run, text, value};
+use nix::errno::Errno;
 use nix::sys::signal::Signal;
-use pfmd::ioctl::abi::{self, PfCntrs};
-use pfmd::ioctl::numbers as n;
+use pfm_abi::{self as abi, Iccsr};
+use pfm_client::{Device, Items, OpenMode};
 use std::fs::OpenOptions;
 use std::os::unix::fs::OpenOptionsExt;
 use std::process::Command;
@@ -137,7 +136,7 @@ fn second_process_gets_ebusy_until_the_holder_closes() {
         return;
     }
     let daemon = Daemon::start(&[]);
-    let held = open_device(&daemon, abi::PCNTOPENALL).unwrap();
+    let held = daemon.open(OpenMode::All).unwrap();
     let out = run(daemon.client("ev4count").args(["-ms", "10"]));
     assert!(!out.status.success(), "{}", text(&out));
     assert!(
@@ -161,7 +160,7 @@ fn one_mode_needs_a_thread_bound_to_one_cpu() {
         return;
     }
     if common::online_cpus() < 2 {
-        eprintln!("SKIP: one CPU only");
+        xtask::ci::skip_or_fail("one_mode_needs_a_thread_bound_to_one_cpu", "one CPU only");
         return;
     }
     let daemon = Daemon::start(&["--cpu-mhz", &MHZ.to_string()]);
@@ -186,55 +185,104 @@ fn one_mode_needs_a_thread_bound_to_one_cpu() {
         both.set(0).unwrap();
         both.set(1).unwrap();
         nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &both).unwrap();
-        OpenOptions::new()
-            .read(true)
-            .custom_flags(abi::PCNTOPENONE)
-            .open(device)
+        Device::open(device, OpenMode::One)
     })
     .join()
     .unwrap();
-    assert_eq!(refused.unwrap_err().raw_os_error(), Some(libc::EINVAL));
+    assert_eq!(refused.unwrap_err().errno(), Some(Errno::EINVAL));
 }
+
+/// PCNTGETCNT in EACH mode through a pointer a safe client cannot make: an
+/// array ending at a PROT_NONE guard page. Prints `ncpus=N`, `fits=R` and one
+/// `cpu=I pf_cntr0=N` line per CPU for an array of exactly N elements there,
+/// then `short=R` for one element fewer and `null=R` for a null array (R:
+/// `ok` or the errno's name).
+const GUARD_PAGE: &str = r#"
+#include <sys/mman.h>
+#include <sys/pfcntr.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static const char *getcnt(int fd, struct pfcntrs *array) {
+	if (ioctl(fd, PCNTGETCNT, &array) == 0)
+		return "ok";
+	return errno == EFAULT ? "EFAULT" : strerror(errno);
+}
+
+int main(void) {
+	const char *dev = getenv("PFM_DEVICE");
+	if (dev == 0 || *dev == '\0')
+		dev = "/dev/pfcntr";
+	int fd = open(dev, O_RDONLY | PCNTOPENEACH);
+	if (fd < 0) { perror(dev); return 1; }
+	struct pfm_info info;
+	unsigned long items = PFM_COUNTERS;
+	struct iccsr mux;
+	memset(&mux, 0, sizeof mux);
+	mux.iccsr_mux0 = PF_CYCLES;
+	mux.iccsr_pc0 = PF_C0_INT_EVERY_4096;
+	mux.iccsr_disable = 2;
+	if (ioctl(fd, PCNTGETINFO, &info) < 0 || ioctl(fd, PCNTSETITEMS, &items) < 0 ||
+	    ioctl(fd, PCNTSETMUX, &mux) < 0 || ioctl(fd, PCNTRENABLE, 0) < 0) {
+		perror("setting up");
+		return 1;
+	}
+	usleep(50000);
+	if (ioctl(fd, PCNTRDISABLE, 0) < 0) { perror("PCNTRDISABLE"); return 1; }
+
+	long page = sysconf(_SC_PAGESIZE);
+	char *base = mmap(0, 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (base == MAP_FAILED || mprotect(base + page, page, PROT_NONE) < 0) {
+		perror("guard page");
+		return 1;
+	}
+	char *guard = base + page;
+	unsigned long n = info.pi_ncpus;
+	struct pfcntrs *fits = (struct pfcntrs *)(guard - n * sizeof *fits);
+	printf("ncpus=%lu\n", n);
+	printf("fits=%s\n", getcnt(fd, fits));
+	for (unsigned long i = 0; i < n; i++)
+		printf("cpu=%lu pf_cntr0=%lu\n", i, fits[i].pf_cntr0);
+	printf("short=%s\n", getcnt(fd, (struct pfcntrs *)(guard - (n - 1) * sizeof *fits)));
+	printf("null=%s\n", getcnt(fd, 0));
+	return 0;
+}
+"#;
 
 #[test]
 fn each_mode_fills_one_element_per_cpu_and_faults_at_a_guard_page() {
     if !can_run() {
         return;
     }
+    let include = format!("-I{}/include", common::CRATE);
+    let program = common::c_source("guard_page", GUARD_PAGE, &[&include]);
     let daemon = Daemon::start(&[]);
-    let file = open_device(&daemon, abi::PCNTOPENEACH).unwrap();
-    let ncpus = info(&file).pi_ncpus as usize;
+    let out = run(Command::new(program).env("PFM_DEVICE", &daemon.device));
+    assert!(out.status.success(), "{}\n{}", text(&out), daemon.log());
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let ncpus = value(&stdout, "ncpus").expect("ncpus=") as usize;
     assert_eq!(ncpus, common::configured_cpus());
-    ioctl_long(&file, n::PCNTSETITEMS, abi::PFM_COUNTERS).unwrap();
-    ioctl_long(&file, n::PCNTSETMUX, abi::Iccsr::new(0xa, 0, 1, 0, 2).0).unwrap();
-    ioctl(&file, n::PCNTRENABLE, std::ptr::null_mut()).unwrap();
-    std::thread::sleep(Duration::from_millis(50));
-    ioctl(&file, n::PCNTRDISABLE, std::ptr::null_mut()).unwrap();
-
-    let page = 4096;
-    let guard = common::GuardedPage::new();
-    let size = size_of::<PfCntrs>();
+    let line = |key: &str| {
+        stdout
+            .lines()
+            .find_map(|l| l.strip_prefix(key)?.strip_prefix('='))
+            .unwrap_or_else(|| panic!("no {key}= in\n{stdout}"))
+    };
     // Exactly ncpus elements end at the guard page: fine.
-    let mut fits = guard.end() - ncpus * size;
-    ioctl(&file, n::PCNTGETCNT, (&mut fits as *mut usize).cast()).unwrap();
-    let got: Vec<PfCntrs> = (0..ncpus)
-        .map(|i| guard.read::<PfCntrs>(page - (ncpus - i) * size))
-        .collect();
-    assert!(
-        got.iter().all(|p| p.pf_cntr0 > 0),
-        "every CPU counted wall time: {got:?}"
-    );
+    assert_eq!(line("fits"), "ok", "{stdout}");
+    for cpu in 0..ncpus {
+        let counts = counts_line(&stdout, &cpu.to_string()).expect("a line per CPU");
+        assert!(
+            counts["pf_cntr0"] > 0,
+            "every CPU counted wall time: {stdout}"
+        );
+    }
     // One element short: the last one would land on the guard page.
-    let mut short = guard.end() - (ncpus - 1) * size;
-    assert_eq!(
-        ioctl(&file, n::PCNTGETCNT, (&mut short as *mut usize).cast()),
-        Err(nix::errno::Errno::EFAULT)
-    );
-    let mut null = 0usize;
-    assert_eq!(
-        ioctl(&file, n::PCNTGETCNT, (&mut null as *mut usize).cast()),
-        Err(nix::errno::Errno::EFAULT)
-    );
+    assert_eq!(line("short"), "EFAULT", "{stdout}");
+    assert_eq!(line("null"), "EFAULT", "{stdout}");
 }
 
 #[test]
@@ -250,8 +298,17 @@ fn client_sigkill_frees_the_device_and_the_daemon_lives_on() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
+    // Watched through /proc, not by opening the device: an open of ours
+    // would race the client's and could make it fail with EBUSY.
+    let holds_the_device = |pid: u32| {
+        std::fs::read_dir(format!("/proc/{pid}/fd"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .any(|fd| std::fs::read_link(fd.path()).is_ok_and(|target| target == daemon.device))
+    };
     let deadline = Instant::now() + Duration::from_secs(10);
-    while open_device(&daemon, abi::PCNTOPENALL).is_ok() {
+    while !holds_the_device(client.id()) {
         if let Some(status) = client.try_wait().unwrap() {
             panic!(
                 "client exited {status}: {}",
@@ -268,7 +325,7 @@ fn client_sigkill_frees_the_device_and_the_daemon_lives_on() {
     client.wait().unwrap();
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        match open_device(&daemon, abi::PCNTOPENALL) {
+        match daemon.open(OpenMode::All) {
             Ok(_) => break,
             Err(e) => assert!(
                 Instant::now() < deadline,
@@ -289,10 +346,10 @@ fn restart_after_daemon_sigkill_replaces_the_dead_mount() {
     let mut daemon = Daemon::start(&[]);
     daemon.signal(Signal::SIGKILL);
     daemon.wait();
-    let err = open_device(&daemon, abi::PCNTOPENALL).unwrap_err();
+    let err = daemon.open(OpenMode::All).unwrap_err();
     assert_eq!(
-        err.raw_os_error(),
-        Some(libc::ENOTCONN),
+        err.errno(),
+        Some(Errno::ENOTCONN),
         "a killed daemon leaves a dead mount"
     );
     let dir = std::mem::replace(&mut daemon.dir, tempfile::tempdir().unwrap());
@@ -388,18 +445,21 @@ fn unavailable_events_are_eopnotsupp_and_never_count_zero() {
         return;
     }
     let daemon = Daemon::start(&[]);
-    let file = open_device(&daemon, abi::PCNTOPENALL).unwrap();
-    ioctl_long(&file, n::PCNTSETITEMS, abi::PFM_COUNTERS).unwrap();
+    let device = daemon.open(OpenMode::All).unwrap();
+    device.set_items(Items::COUNTERS).unwrap();
     // PF_PALMODE has no host event anywhere.
     assert_eq!(
-        ioctl_long(&file, n::PCNTSETMUX, abi::Iccsr::new(0xb, 0, 0, 0, 2).0),
-        Err(nix::errno::Errno::EOPNOTSUPP)
+        device
+            .set_mux(Iccsr::new(0xb, 0, 0, 0, 2))
+            .unwrap_err()
+            .errno(),
+        Some(Errno::EOPNOTSUPP)
     );
     assert!(
         daemon.log().contains("PF_PALMODE"),
         "the log names the event"
     );
-    let i = info(&file);
+    let i = device.info().unwrap();
     assert_eq!(i.pi_family, 0);
     assert_eq!(i.pi_version, abi::PFM_INFO_VERSION);
 }

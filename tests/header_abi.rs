@@ -1,22 +1,22 @@
-//! `include/sys/pfcntr.h` against the contract and the Rust ABI (contract §2,
+//! `include/sys/pfcntr.h` against the device reference and the Rust ABI (docs/device.md §2,
 //! §3, §4, Appendix A).
 //!
 //! A C program generated from the header's own `#define`s is compiled with
 //! gcc (strict C99, GNU C and C++) and prints every ioctl number, every
 //! structure's size, alignment and field offsets, the bit-field positions (each
 //! field set to all ones, the raw word printed) and every constant. The output
-//! is compared with `pfmd::ioctl::numbers::ALL`, the `#[repr(C)]` structures
+//! is compared with `pfm_abi::numbers::ALL`, the `#[repr(C)]` structures
 //! and accessors of `pfmd::ioctl::abi`, the model constants, and the literal
 //! values of Appendix A. Both ways: the header defines nothing the test does not
 //! expect, and misses nothing.
 
-use pfmd::ev4;
-use pfmd::ioctl::abi::{
-    self, AddrRange, AddrRangeT, Iccsr, PfCntrs, PfCntrsEv5, PfCntrsEv6, PfIpls, PfmInfo,
+use pfm_abi::numbers;
+use pfm_abi::{
+    self as abi, AddrRange, AddrRangeT, Iccsr, PfCntrs, PfCntrsEv5, PfCntrsEv6, PfIpls, PfmInfo,
     PmctrsEv5, PmctrsEv6,
 };
-use pfmd::ioctl::numbers;
-use pfmd::model::{Family, Fidelity, Implementation};
+use pfm_model::ev4;
+use pfm_model::{Family, Fidelity, Implementation};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::fs;
@@ -28,7 +28,7 @@ use std::process::Command;
 // Helpers: paths, scratch directories, running the compiler.
 
 fn root() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
+    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
 }
 
 fn include_dir() -> PathBuf {
@@ -153,7 +153,7 @@ fn header_names() -> HeaderNames {
 // ---------------------------------------------------------------------------
 // Expected values.
 
-/// Appendix A, literally: every value the contract spells out.
+/// Appendix A, literally: every value docs/device.md spells out.
 const APPENDIX_A: &[(&str, u64)] = &[
     // Items (§3) and the profile-me field (§5.4).
     ("PFM_COUNTERS", 1),
@@ -404,6 +404,7 @@ fn rust_constants() -> Vec<(String, u64)> {
         ("PFM_INFO_LOGSELECT".into(), abi::PFM_INFO_LOGSELECT),
         ("PFM_INFO_ENABLED".into(), abi::PFM_INFO_ENABLED),
         ("PFM_INFO_USER_ONLY".into(), abi::PFM_INFO_USER_ONLY),
+        ("PFM_INFO_URING".into(), abi::PFM_INFO_URING),
         ("PFM_MODE_ONE".into(), abi::PFM_MODE_ONE),
         ("PFM_MODE_EACH".into(), abi::PFM_MODE_EACH),
         ("PFM_MODE_ALL".into(), abi::PFM_MODE_ALL),
@@ -447,7 +448,7 @@ fn expected_constants() -> BTreeMap<String, u64> {
         if let Some(contract) = m.get(&name) {
             assert_eq!(
                 *contract, value,
-                "{name}: the Rust side has {value:#x}, the contract {contract:#x}"
+                "{name}: the Rust side has {value:#x}, docs/device.md {contract:#x}"
             );
         }
         m.insert(name, value);
@@ -457,12 +458,12 @@ fn expected_constants() -> BTreeMap<String, u64> {
 
 #[test]
 fn rust_open_modes_are_the_contract_re_encoding() {
-    // Contract §2: ONE = O_DSYNC, EACH = O_APPEND, ALL = MASK = both.
+    // docs/device.md §2: ONE = O_DSYNC, EACH = O_APPEND, ALL = MASK = both.
     assert_eq!(abi::PCNTOPENONE, libc::O_DSYNC);
     assert_eq!(abi::PCNTOPENEACH, libc::O_APPEND);
     assert_eq!(abi::PCNTOPENALL, libc::O_DSYNC | libc::O_APPEND);
     assert_eq!(abi::PCNTOPENMASK, libc::O_DSYNC | libc::O_APPEND);
-    // Every EV4 event of the contract is in the Rust tables, and no other.
+    // Every EV4 event of docs/device.md is in the Rust tables, and no other.
     let rust: BTreeSet<&str> = ev4::EVENTS
         .iter()
         .flat_map(|t| t.iter().map(|e| e.name))
@@ -575,7 +576,7 @@ fn layouts() -> Vec<Layout> {
 }
 
 // ---------------------------------------------------------------------------
-// Bit-fields: the contract's layouts, from bit 0 (§4, Appendix A). An empty
+// Bit-fields: docs/device.md's layouts, from bit 0 (§4, Appendix A). An empty
 // name is an unnamed pad.
 
 type Fields = &'static [(&'static str, u32)];

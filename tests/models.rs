@@ -1,11 +1,12 @@
 //! The EV5 and EV6/EV67 models end to end: a real pfmd per model, the legacy
-//! C clients, and direct ioctls.
+//! C clients, and ioctls through the client library.
 
 mod common;
 
-use common::{Daemon, can_run, info, ioctl, ioctl_long, open_device, run, text, value};
-use pfmd::ioctl::abi::{self, PfCntrsEv6, PmctrsEv6};
-use pfmd::ioctl::numbers as n;
+use common::{Daemon, can_run, run, text, value};
+use nix::errno::Errno;
+use pfm_abi::{Iccsr, PMCTRS_ALL_CPUS};
+use pfm_client::{CounterMask, Items, OpenMode, RawCounters};
 
 const MHZ: u64 = 2000;
 
@@ -29,11 +30,10 @@ fn conformance_program_reports_zero_failed_on_every_model() {
             last.ends_with(" 0 failed") && !last.starts_with("0 passed"),
             "--model {model}: {last}"
         );
-        let file = open_device(&daemon, abi::PCNTOPENALL).unwrap();
-        let i = info(&file);
+        let device = daemon.open(OpenMode::All).unwrap();
         assert_eq!(
-            i.pi_impl,
-            model.parse::<pfmd::model::Implementation>().unwrap() as u64
+            device.implementation(),
+            model.parse::<pfm_model::Implementation>().unwrap()
         );
     }
 }
@@ -108,37 +108,24 @@ fn setcntrs_preload_moves_the_first_interrupt() {
         }
     };
     let interrupts_after_burn = |preload: Option<u64>| -> (u64, u64) {
-        let file = open_device(&daemon, abi::PCNTOPENALL).unwrap();
-        ioctl_long(&file, n::PCNTSETITEMS, abi::PFM_COUNTERS).unwrap();
-        ioctl(&file, n::PCNTLOGSELECT, std::ptr::null_mut()).unwrap();
-        ioctl_long(&file, n::PCNT6MUX, 0x00).unwrap(); // PF6_MUX0_CYCLES
-        ioctl_long(&file, n::PCNT6DISABLE, 2).unwrap(); // counter 1 off
-        ioctl(&file, n::PCNTCLEARCNT, std::ptr::null_mut()).unwrap();
-        let c0 = preload.unwrap_or(0);
-        ioctl_long(
-            &file,
-            n::PCNT6ENABWRITE,
-            PmctrsEv6::new(1, abi::PMCTRS_ALL_CPUS, c0, 0).0,
-        )
-        .unwrap();
+        let device = daemon.open(OpenMode::All).unwrap();
+        device.set_items(Items::COUNTERS).unwrap();
+        device.log_select().unwrap();
+        device.ev6_mux(0x00).unwrap(); // PF6_MUX0_CYCLES
+        device.disable_counters(CounterMask::COUNTER_1).unwrap();
+        device.clear_counts().unwrap();
+        device
+            .enable_write_counters(RawCounters {
+                select: CounterMask::COUNTER_0,
+                cpu: PMCTRS_ALL_CPUS,
+                values: [preload.unwrap_or(0), 0, 0],
+            })
+            .unwrap();
         burn();
-        ioctl(&file, n::PCNTRDISABLE, std::ptr::null_mut()).unwrap();
-        let mut out = [PfCntrsEv6::default(); 1];
-        let mut ptr = out.as_mut_ptr();
-        ioctl(
-            &file,
-            n::PCNT6GETCNT,
-            (&mut ptr as *mut *mut PfCntrsEv6).cast(),
-        )
-        .unwrap();
-        let interrupts = out[0].pf_cntr0;
-        ioctl(
-            &file,
-            n::PCNT6READCNTRS,
-            (&mut ptr as *mut *mut PfCntrsEv6).cast(),
-        )
-        .unwrap();
-        (interrupts, out[0].pf_cntr0)
+        device.disable().unwrap();
+        let interrupts = device.interrupt_counts().unwrap()[0].counters[0];
+        let full = device.full_counts().unwrap()[0].counters[0];
+        (interrupts, full)
     };
     let (plain, plain_full) = interrupts_after_burn(None);
     assert_eq!(plain, 0, "200k cycles are short of 2^20");
@@ -160,16 +147,14 @@ fn family_ioctls_of_another_model_are_einval() {
         return;
     }
     let daemon = Daemon::start(&["--model", "ev6"]);
-    let file = open_device(&daemon, abi::PCNTOPENALL).unwrap();
+    let device = daemon.open(OpenMode::All).unwrap();
+    // The client sends these as they are: the daemon refuses them.
     assert_eq!(
-        ioctl_long(&file, n::PCNTSETMUX, 0),
-        Err(nix::errno::Errno::EINVAL)
+        device.set_mux(Iccsr(0)).unwrap_err().errno(),
+        Some(Errno::EINVAL)
     );
-    assert_eq!(
-        ioctl_long(&file, n::PCNT5MUX, 0),
-        Err(nix::errno::Errno::EINVAL)
-    );
-    assert_eq!(info(&file).pi_family, 2);
+    assert_eq!(device.ev5_mux(0).unwrap_err().errno(), Some(Errno::EINVAL));
+    assert_eq!(device.info().unwrap().pi_family, 2);
 }
 
 fn cpu_time_ns() -> u64 {

@@ -19,6 +19,7 @@ use std::process::{Command, Output};
 const MHZ: f64 = 2000.0;
 
 /// The scripted workload. Words, in order:
+/// At exit it prints process_ns=N, the process's whole CPU time.
 ///   burn MS        burn MS ms of this thread's CPU; prints burned_ns=N
 ///   bursts N B S   N bursts of B ms CPU, S ms asleep between; prints burned_ns=N
 ///   sleep MS
@@ -50,8 +51,16 @@ static long long burn(long ms) {
     } while (b - a < ms * 1000000LL);
     return b - a;
 }
+/* The whole process's CPU time at exit: the window pfmstat counts (from
+ * the exec its PME bit precedes to the exit), loader and start-up included. */
+static void process_time(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    printf("process_ns=%lld\n", t.tv_sec * 1000000000LL + t.tv_nsec);
+}
 int main(int argc, char **argv) {
     setvbuf(stdout, 0, _IOLBF, 0);
+    atexit(process_time);
     for (int i = 1; i < argc; i++) {
         char *w = argv[i];
         if (!strcmp(w, "burn")) printf("burned_ns=%lld\n", burn(atol(argv[++i])));
@@ -89,7 +98,7 @@ fn daemon(model: &str) -> Daemon {
 }
 
 fn pfmstat(daemon: &Daemon) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_pfmstat"));
+    let mut c = Command::new(common::bin("pfmstat"));
     c.env("PFM_DEVICE", &daemon.device).env_remove("PFM_COSTS");
     c
 }
@@ -179,27 +188,29 @@ fn cycles_agree_with_ev4count_ev5count_and_perf_task_clock() {
     assert!(out.status.success(), "{}\n{}", text(&out), d.log());
     let stdout = String::from_utf8_lossy(&out.stdout);
     let c_cycles = counts_line(&stdout, "all").expect("cpu=all")["pf_cntr0"] as f64 * 4096.0;
-    let c_burn = burned_cycles(&out.stdout, "burned_ns")[0];
+    let c_burn = burned_cycles(&out.stdout, "process_ns")[0];
     let (r, out) = report(&d, &["-e", "cycles"], &["burn", "300"]);
     assert!(out.status.success(), "{}", text(&out));
     let p_cycles = count(&r, "PF_CYCLES");
-    let p_burn = burned_cycles(&out.stdout, "burned_ns")[0];
+    let p_burn = burned_cycles(&out.stdout, "process_ns")[0];
     assert_eq!(event(&r, "PF_CYCLES")["fidelity"], "approximate");
     assert_eq!(event(&r, "PF_CYCLES")["resolution"], 4096);
-    // Each at least its workload, at most a few % more (exec, loader, the
-    // client's own fork/wait); and the two clients' ratios agree.
+    // Against the command's whole CPU time, measured by the command in the
+    // same window: pfmstat agrees within the resolution and the exit path.
+    // ev4count counts the command and itself after its LOGSELECT (its fork
+    // and wait, longer on a loaded machine): at least what pfmstat counts.
     assert!(
-        within(p_cycles, p_burn, 0.99, 1.05),
-        "pfmstat {p_cycles} vs burn {p_burn}"
+        within(p_cycles, p_burn, 0.98, 1.03),
+        "pfmstat {p_cycles} vs the command's CPU time {p_burn}"
     );
     assert!(
-        within(c_cycles, c_burn, 0.99, 1.08),
-        "ev4count {c_cycles} vs burn {c_burn}"
+        within(c_cycles, c_burn, 0.98, 1.20),
+        "ev4count {c_cycles} vs the command's CPU time {c_burn}"
     );
     let (p, c) = (p_cycles / p_burn, c_cycles / c_burn);
     assert!(
-        (p - c).abs() < 0.04,
-        "pfmstat {p:.4} x burn vs ev4count {c:.4} x burn"
+        c >= p - 0.04,
+        "pfmstat {p:.4} x the command vs ev4count {c:.4} x the command"
     );
     drop(d);
 
@@ -218,29 +229,31 @@ fn cycles_agree_with_ev4count_ev5count_and_perf_task_clock() {
         .expect("counter0 line")
         .parse()
         .unwrap();
-    let c_burn = burned_cycles(&out.stdout, "burned_ns")[0];
+    let c_burn = burned_cycles(&out.stdout, "process_ns")[0];
     let (r, out) = report(&d, &["-e", "PF5_MUX0_CYCLES"], &["burn", "300"]);
     assert!(out.status.success(), "{}", text(&out));
     let p_cycles = count(&r, "PF5_MUX0_CYCLES");
-    let p_burn = burned_cycles(&out.stdout, "burned_ns")[0];
+    let p_burn = burned_cycles(&out.stdout, "process_ns")[0];
     assert_eq!(
         event(&r, "PF5_MUX0_CYCLES")["resolution"],
         1,
         "READCNTRS counts events"
     );
     assert!(
-        within(p_cycles, p_burn, 0.99, 1.05),
-        "pfmstat {p_cycles} vs burn {p_burn}"
+        within(p_cycles, p_burn, 0.98, 1.03),
+        "pfmstat {p_cycles} vs the command's CPU time {p_burn}"
     );
     let (p, c) = (p_cycles / p_burn, c_cycles / c_burn);
+    // Two runs of the command, each against its own CPU time: a few
+    // percent of run-to-run noise on a loaded machine.
     assert!(
-        (p - c).abs() < 0.04,
-        "pfmstat {p:.4} x burn vs ev5count {c:.4} x burn"
+        c >= p - 0.04 && c <= p + 0.20,
+        "pfmstat {p:.4} x the command vs ev5count {c:.4} x the command (which also counts itself)"
     );
 
     // perf stat's task-clock of pfmstat and the command together bounds the
     // command's count from above.
-    let out = run(common::under_perf_stat(env!("CARGO_BIN_EXE_pfmstat"))
+    let out = run(common::under_perf_stat(common::bin("pfmstat"))
         .args(["-e", "cycles", "--json", "-o"])
         .arg(d.dir.path().join("perf.json"))
         .arg(work())
@@ -304,7 +317,7 @@ fn multiplexing_scales_every_event_back_to_the_whole_run() {
     let d = daemon("ev6");
     let (r, out) = report(&d, &["-a"], &["bursts", "25", "40", "20"]);
     assert!(out.status.success(), "{}\n{}", text(&out), d.log());
-    let truth = burned_cycles(&out.stdout, "burned_ns")[0];
+    let truth = burned_cycles(&out.stdout, "process_ns")[0];
     no_silent_zeros(&r);
     let m = &r["multiplexing"];
     assert!(m["configurations"].as_u64().unwrap() >= 2, "{m:#}");
@@ -348,7 +361,7 @@ fn multiplexing_scales_every_event_back_to_the_whole_run() {
     let d = daemon("ev67");
     let (r, out) = report(&d, &["-a"], &["burn", "800"]);
     assert!(out.status.success(), "{}\n{}", text(&out), d.log());
-    let truth = burned_cycles(&out.stdout, "burned_ns")[0];
+    let truth = burned_cycles(&out.stdout, "process_ns")[0];
     no_silent_zeros(&r);
     for name in ["PF67_C0_CYCLES", "PF67_C1_CYCLES"] {
         let e = event(&r, name);
@@ -463,13 +476,12 @@ fn cost_report_is_sorted_totals_its_rows_and_a_cost_file_overrides_one_row() {
         .iter()
         .find(|s| s["name"].as_str().unwrap().starts_with("Run time"))
         .expect("run time from cycles");
-    let burned = burned_cycles(&out.stdout, "burned_ns")[0] / (MHZ * 1e6);
-    assert!(within(
-        run_time["value"].as_f64().unwrap(),
-        burned,
-        0.99,
-        1.05
-    ));
+    let burned = burned_cycles(&out.stdout, "process_ns")[0] / (MHZ * 1e6);
+    assert!(
+        within(run_time["value"].as_f64().unwrap(), burned, 0.98, 1.03),
+        "run time {} s vs the command's CPU time {burned} s",
+        run_time["value"]
+    );
     assert_eq!(r["clock_mhz"], 2000.0);
 
     // The text report: the same order, and its total line is the sum.
@@ -496,10 +508,10 @@ fn cost_report_is_sorted_totals_its_rows_and_a_cost_file_overrides_one_row() {
 /// event, `-c` wins over the site file ($PFM_COSTS, else /etc/pfm/costs).
 #[test]
 fn cost_table_round_trips_and_one_row_overrides() {
-    let bin = env!("CARGO_BIN_EXE_pfmstat");
+    let bin = common::bin("pfmstat");
     let dir = tempfile::tempdir().unwrap();
     let table = |extra: &[&str], site: Option<&Path>| -> String {
-        let mut c = Command::new(bin);
+        let mut c = Command::new(&bin);
         c.args(["-t", "--model", "ev6"])
             .args(extra)
             .env_remove("PFM_COSTS");
@@ -559,7 +571,7 @@ fn cost_table_round_trips_and_one_row_overrides() {
 
     let bad = dir.path().join("bad");
     std::fs::write(&bad, "PF6_MUX0_CYCLES 1 1\n").unwrap();
-    let out = run(Command::new(bin).args(["-t", "--model", "ev6", "-c", bad.to_str().unwrap()]));
+    let out = run(Command::new(&bin).args(["-t", "--model", "ev6", "-c", bad.to_str().unwrap()]));
     assert_eq!(out.status.code(), Some(125));
     assert!(String::from_utf8_lossy(&out.stderr).contains("line 1"));
 }
@@ -586,7 +598,7 @@ fn per_process_and_per_cpu_reports() {
         .sum();
     assert_eq!(per_cpu, total, "the per-CPU counts add up to the total");
     let child = burned_cycles(&out.stdout, "child_burned_ns")[0];
-    let parent = burned_cycles(&out.stdout, "burned_ns")[0];
+    let parent = burned_cycles(&out.stdout, "process_ns")[0];
     assert!(
         within(total, child + parent, 0.99, 1.06),
         "{total} vs {}",
@@ -682,11 +694,14 @@ fn ordinary_users_count_user_mode_and_are_told() {
     }
     let paranoid: i32 = common::paranoid();
     if paranoid > 2 {
-        eprintln!("SKIP: perf_event_paranoid {paranoid} refuses LOGSELECT to ordinary users");
+        xtask::ci::skip_or_fail(
+            "ordinary_users_count_user_mode_and_are_told",
+            format_args!("perf_event_paranoid {paranoid} refuses LOGSELECT to ordinary users"),
+        );
         return;
     }
     let d = daemon("ev6");
-    let out = run(common::as_nobody(env!("CARGO_BIN_EXE_pfmstat"))
+    let out = run(common::as_nobody(common::bin("pfmstat"))
         .args(["-k", "-e", "cycles"])
         .arg(work())
         .args(["burn", "100"])

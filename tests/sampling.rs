@@ -1,4 +1,4 @@
-//! Sampling end to end (contract §6): IPL histograms, PC-profile buckets,
+//! Sampling end to end (docs/device.md §6): IPL histograms, PC-profile buckets,
 //! LOGSELECT sampling of process trees, the `uprofile` example and the
 //! `pfmprof` client, against a real pfmd on the real kernel.
 //!
@@ -26,9 +26,9 @@
 mod common;
 
 use common::{Daemon, can_run, run, text, value};
-use pfmd::ioctl::abi::{PFM_COUNTERS, PFM_IPL, PFM_PROFILING, PfmInfo};
-use pfmd::profiler::args::{EventChoice, OpenMode};
-use pfmd::profiler::device::PfmDevice;
+use pfm_abi::{Iccsr, PfmInfo};
+use pfm_client::{Device, Items, OpenMode};
+use pfm_model::ev4::PF_C0_INT_EVERY_4096;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 
@@ -110,8 +110,11 @@ fn daemon() -> Daemon {
     Daemon::start(&["--cpu-mhz", &MHZ.to_string()])
 }
 
-fn cycles() -> EventChoice {
-    EventChoice::parse("PF_CYCLES", Some(PERIOD)).unwrap()
+/// PF_CYCLES on counter 0, one interrupt every 4096 (`PERIOD`); counter 1
+/// off.
+fn cycles() -> Iccsr {
+    const PF_CYCLES: u64 = 0xa;
+    Iccsr::new(PF_CYCLES, 0, PF_C0_INT_EVERY_4096, 0, 2)
 }
 
 /// Interrupts `cpu_ns` of CPU make at the pinned clock.
@@ -119,12 +122,21 @@ fn interrupts_of(cpu_ns: u64) -> f64 {
     cpu_ns as f64 * MHZ as f64 / 1000.0 / PERIOD as f64
 }
 
-/// Runs a workload to completion; returns the CPU ns it reported.
+/// Runs a workload to completion; returns the CPU ns it reported (each
+/// process's own, at its exit), plus what this thread spent starting and
+/// reaping it: the PME bit counts both.
 fn run_work(cmd: &mut Command) -> u64 {
+    let thread_ns = || {
+        nix::time::clock_gettime(nix::time::ClockId::CLOCK_THREAD_CPUTIME_ID)
+            .map(|t| t.tv_sec() as u64 * 1_000_000_000 + t.tv_nsec() as u64)
+            .unwrap_or(0)
+    };
+    let before = thread_ns();
     let out = run(cmd);
+    let ours = thread_ns().saturating_sub(before);
     assert!(out.status.success(), "{}", text(&out));
     let stderr = String::from_utf8_lossy(&out.stderr);
-    stderr
+    ours + stderr
         .lines()
         .filter_map(|l| value(l, "cpu_ns"))
         .sum::<u64>()
@@ -132,12 +144,12 @@ fn run_work(cmd: &mut Command) -> u64 {
 
 /// A device opened for sampling the test thread's tree: items, PF_CYCLES
 /// every 4096, PCNTLOGSELECT from this thread.
-fn sampling_device(daemon: &Daemon, mode: OpenMode, items: u64) -> PfmDevice {
+fn sampling_device(daemon: &Daemon, mode: OpenMode, items: Items) -> Device {
     // Built now, or gcc would run inside the sampled tree.
     work();
-    let dev = PfmDevice::open(&daemon.device, mode).expect("open");
+    let dev = daemon.open(mode).expect("open");
     dev.set_items(items).unwrap();
-    dev.set_mux(cycles().iccsr()).unwrap();
+    dev.set_mux(cycles()).unwrap();
     dev.log_select().unwrap();
     dev
 }
@@ -161,13 +173,13 @@ fn ipl_user_ticks_dominate_a_busy_loop_and_total_the_interrupts() {
         return;
     }
     let daemon = daemon();
-    let dev = sampling_device(&daemon, OpenMode::All, PFM_COUNTERS | PFM_IPL);
-    dev.clear().unwrap();
+    let dev = sampling_device(&daemon, OpenMode::All, Items::COUNTERS | Items::IPL);
+    dev.clear_counts().unwrap();
     dev.enable().unwrap();
     let cpu_ns = run_work(Command::new(work()).args(["user", "300"]));
     dev.disable().unwrap();
-    let ipl = dev.ipl(1).unwrap()[0].ipl;
-    let counts = dev.counts(1).unwrap()[0];
+    let ipl = dev.ipl_histograms().unwrap()[0].ipl;
+    let counts = dev.ev4_counts().unwrap()[0];
     let info = dev.info().unwrap();
     let total = ipl_total(&ipl);
     let summary = format!(
@@ -207,13 +219,13 @@ fn ipl_kernel_ticks_dominate_a_syscall_loop() {
     // so nearly all the time is kernel time (getppid() would be mostly the
     // entry/exit path, a much closer call).
     let daemon = daemon();
-    let dev = sampling_device(&daemon, OpenMode::All, PFM_COUNTERS | PFM_IPL);
-    dev.clear().unwrap();
+    let dev = sampling_device(&daemon, OpenMode::All, Items::COUNTERS | Items::IPL);
+    dev.clear_counts().unwrap();
     dev.enable().unwrap();
     run_work(Command::new(work()).args(["syscall", "300"]));
     dev.disable().unwrap();
-    let ipl = dev.ipl(1).unwrap()[0].ipl;
-    let counts = dev.counts(1).unwrap()[0];
+    let ipl = dev.ipl_histograms().unwrap()[0].ipl;
+    let counts = dev.ev4_counts().unwrap()[0];
     let info = dev.info().unwrap();
     let total = ipl_total(&ipl);
     let summary = format!("ipl {ipl:?} counts {counts:?}\n{}", daemon.log());
@@ -238,13 +250,13 @@ fn each_mode_histograms_are_per_cpu_and_sum_to_the_all_total() {
     let work = work(); // built before sampling starts: gcc would be counted
     let daemon = daemon();
     // EACH: the workload bound to one CPU lands in that CPU's histogram.
-    let dev = sampling_device(&daemon, OpenMode::Each, PFM_COUNTERS | PFM_IPL);
-    dev.clear().unwrap();
+    let dev = sampling_device(&daemon, OpenMode::Each, Items::COUNTERS | Items::IPL);
+    dev.clear_counts().unwrap();
     dev.enable().unwrap();
     let each_ns = run_work(Command::new(&work).args(["user", "300", &cpu.to_string()]));
     dev.disable().unwrap();
-    let ipls = dev.ipl(ncpus).unwrap();
-    let counts = dev.counts(ncpus).unwrap();
+    let ipls = dev.ipl_histograms().unwrap();
+    let counts = dev.ev4_counts().unwrap();
     let info = dev.info().unwrap();
     assert_eq!(info.pi_ncpus as usize, ncpus);
     let per_cpu: Vec<u64> = ipls.iter().map(|h| ipl_total(&h.ipl)).collect();
@@ -272,12 +284,12 @@ fn each_mode_histograms_are_per_cpu_and_sum_to_the_all_total() {
     );
     drop(dev);
     // ALL: the same workload, one histogram; its total is the EACH sum.
-    let dev = sampling_device(&daemon, OpenMode::All, PFM_COUNTERS | PFM_IPL);
-    dev.clear().unwrap();
+    let dev = sampling_device(&daemon, OpenMode::All, Items::COUNTERS | Items::IPL);
+    dev.clear_counts().unwrap();
     dev.enable().unwrap();
     let all_ns = run_work(Command::new(&work).args(["user", "300", &cpu.to_string()]));
     dev.disable().unwrap();
-    let all_total = ipl_total(&dev.ipl(1).unwrap()[0].ipl);
+    let all_total = ipl_total(&dev.ipl_histograms().unwrap()[0].ipl);
     // Normalise by the CPU time each run actually burnt.
     let each_rate = each_total as f64 / each_ns as f64;
     let all_rate = all_total as f64 / all_ns as f64;
@@ -296,20 +308,21 @@ fn stride_zero_is_one_bucket_equal_to_the_total() {
         return;
     }
     let daemon = daemon();
-    let mut dev = sampling_device(
+    let dev = sampling_device(
         &daemon,
         OpenMode::All,
-        PFM_COUNTERS | PFM_IPL | PFM_PROFILING,
+        Items::COUNTERS | Items::IPL | Items::PROFILING,
     );
-    dev.set_range(false, 0x1000, 0x7fff_ffff_f000, 0).unwrap();
-    assert_eq!(dev.rsize().unwrap(), 4);
-    dev.clear().unwrap();
+    dev.set_range(false, 0x1000, 0x7fff_ffff_f000, Some(0))
+        .unwrap();
+    assert_eq!(dev.profile_size().unwrap(), 4);
+    dev.clear_counts().unwrap();
     dev.enable().unwrap();
     run_work(Command::new(work()).args(["user", "200"]));
     dev.disable().unwrap();
-    let bucket = dev.read_buckets(4).unwrap()[0];
-    let ipl = dev.ipl(1).unwrap()[0].ipl;
-    let counts = dev.counts(1).unwrap()[0];
+    let bucket = dev.read_profile().unwrap()[0];
+    let ipl = dev.ipl_histograms().unwrap()[0].ipl;
+    let counts = dev.ev4_counts().unwrap()[0];
     let info = dev.info().unwrap();
     assert!(bucket > 0);
     assert_eq!(u64::from(bucket), ipl[8], "ipl {ipl:?}");
@@ -334,13 +347,14 @@ fn logselect_follows_children_and_never_samples_other_processes() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let mut dev = sampling_device(
+    let dev = sampling_device(
         &daemon,
         OpenMode::All,
-        PFM_COUNTERS | PFM_IPL | PFM_PROFILING,
+        Items::COUNTERS | Items::IPL | Items::PROFILING,
     );
-    dev.set_range(false, 0x1000, 0x7fff_ffff_f000, 0).unwrap();
-    dev.clear().unwrap();
+    dev.set_range(false, 0x1000, 0x7fff_ffff_f000, Some(0))
+        .unwrap();
+    dev.clear_counts().unwrap();
     dev.enable().unwrap();
     // Grandchildren, through a shell, one after another.
     let script = format!("{w} user 150 && {w} user 150", w = work().display());
@@ -353,9 +367,9 @@ fn logselect_follows_children_and_never_samples_other_processes() {
         hog_running,
         "the hog must run all along for this test to mean anything"
     );
-    let bucket = u64::from(dev.read_buckets(4).unwrap()[0]);
-    let ipl = dev.ipl(1).unwrap()[0].ipl;
-    let counts = dev.counts(1).unwrap()[0];
+    let bucket = u64::from(dev.read_profile().unwrap()[0]);
+    let ipl = dev.ipl_histograms().unwrap()[0].ipl;
+    let counts = dev.ev4_counts().unwrap()[0];
     let info = dev.info().unwrap();
     let expected = interrupts_of(tree_ns);
     let summary = format!(

@@ -17,6 +17,11 @@
  * kernel-profiling rows (PCNTCALLER ranges) the former.  A device without
  * PC profiling (PCNTGETRSIZE refused after a range was set) skips the
  * sampling rows and says so.
+ *
+ * If the device does not open at all, no other row can run: the program
+ * says why on stderr, with "is pfmd running?" when no daemon serves the
+ * path (ENOENT, ENOTCONN, ECONNABORTED), and exits 1 after "0 passed,
+ * 1 failed".
  */
 #define _GNU_SOURCE			/* sched_setaffinity, CPU_SET, MAP_ANONYMOUS */
 #include <sys/types.h>
@@ -391,6 +396,16 @@ mkiccsr(int mux0, int mux1, int pc0, int pc1, int disable)
 
 /* ------------------------------------------------------------------ */
 
+/* The device did not open (errno e): say why, and what to do when no daemon serves it. */
+static void
+open_failed(int e)
+{
+	printf("# the device could not be opened: no other row can run\n");
+	fprintf(stderr, "errno_contract: %s: %s%s\n", device, strerror(e),
+	    e == ENOENT || e == ENOTCONN || e == ECONNABORTED ?
+	    " (is pfmd running? systemctl start pfmd)" : "");
+}
+
 /* The device opens and describes itself.  Returns 0 if it can be used. */
 static int
 info_rows(void)
@@ -405,8 +420,10 @@ info_rows(void)
 	begin("open_all");
 	fd = sopen(PCNTOPENALL);
 	expect(0, fd < 0 ? -fd : 0);
-	if (fd < 0)
+	if (fd < 0) {
+		open_failed(-fd);
 		return -1;
+	}
 
 	next("getinfo");
 	memset(&info, 0, sizeof info);

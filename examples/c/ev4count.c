@@ -29,6 +29,13 @@
  *
  * The counts are the driver's interrupt counts (events / period), as pfm(7)
  * says.  The device is $PFM_DEVICE if set, else /dev/pfcntr.
+ *
+ * Errors name the failing call and errno.  Two say what to do: an open that
+ * finds no daemon (ENOENT, ENOTCONN, ECONNABORTED) asks "is pfmd running?",
+ * and an EV4 ioctl refused with EINVAL by a daemon emulating another family
+ * names the model it emulates (PCNTGETINFO) and the --model to start:
+ *
+ *	ev4count: PCNTSETMUX: Invalid argument: the daemon emulates ev6 (21264); start pfmd --model ev4
  */
 #define _GNU_SOURCE			/* sched_setaffinity, sched_getcpu */
 #include <sys/types.h>
@@ -111,6 +118,7 @@ errname(int e)
 	case ENOSYS:	return "ENOSYS";
 	case EOPNOTSUPP: return "EOPNOTSUPP";
 	case ENOTCONN:	return "ENOTCONN";
+	case ECONNABORTED: return "ECONNABORTED";
 	case ETIMEDOUT:	return "ETIMEDOUT";
 	case ECONNREFUSED: return "ECONNREFUSED";
 	}
@@ -142,6 +150,48 @@ die(char *what)
 /* One ioctl; on failure report it by name and exit. */
 #define IOCTL(req, arg) \
 	do { if (ioctl(fd, req, arg) < 0) die(#req); } while (0)
+
+/* PCNTGETINFO's pi_impl, as pfmd --model names it. */
+static char *models[] = {
+	"ev4 (21064)", "ev45 (21064A)", "ev5 (21164)", "ev56 (21164A)",
+	"pca56 (21164PC)", "ev6 (21264)", "ev67 (21264A)"
+};
+
+/* The open failed: say why, and what to do when no daemon serves it. */
+static void
+open_failed(char *dev)
+{
+	int e = errno;
+
+	if (e == ENOENT || e == ENOTCONN || e == ECONNABORTED) {
+		fprintf(stderr, "%s: %s: %s (%s; is pfmd running? systemctl start pfmd)\n",
+		    prog, dev, strerror(e), errname(e));
+		exit(1);
+	}
+	die(dev);
+}
+
+/* An EV4 ioctl failed: EINVAL from a daemon emulating another family says which. */
+static void
+family_failed(char *what)
+{
+	int e = errno;
+	struct pfm_info pi;
+
+	memset(&pi, 0, sizeof pi);
+	if (e == EINVAL && ioctl(fd, PCNTGETINFO, &pi) == 0 &&
+	    pi.pi_family != PFM_FAMILY_EV4 && pi.pi_impl <= PFM_IMPL_EV67) {
+		fprintf(stderr, "%s: %s: %s: the daemon emulates %s; start pfmd --model ev4\n",
+		    prog, what, strerror(e), models[pi.pi_impl]);
+		exit(1);
+	}
+	errno = e;
+	die(what);
+}
+
+/* An EV4-family ioctl. */
+#define FIOCTL(req, arg) \
+	do { if (ioctl(fd, req, arg) < 0) family_failed(#req); } while (0)
 
 static int
 event(char *s, int counter)
@@ -317,7 +367,7 @@ main(int argc, char **argv)
 	}
 
 	if ((fd = open(dev, O_RDONLY | mode)) < 0)
-		die(dev);
+		open_failed(dev);
 	(void)fcntl(fd, F_SETFD, FD_CLOEXEC);	/* the workload need not hold it */
 
 	/* How many elements PCNTGETCNT fills: one per CPU in EACH mode. */
@@ -343,7 +393,7 @@ main(int argc, char **argv)
 		iccsr.iccsr_disable = 2;	/* counter 1 off */
 
 	IOCTL(PCNTSETITEMS, &items);
-	IOCTL(PCNTSETMUX, &iccsr);
+	FIOCTL(PCNTSETMUX, &iccsr);
 	if (select)
 		IOCTL(PCNTLOGSELECT, 0);
 	else
@@ -358,7 +408,7 @@ main(int argc, char **argv)
 
 	IOCTL(PCNTRDISABLE, 0);
 	p = cntrs;
-	IOCTL(PCNTGETCNT, &p);
+	FIOCTL(PCNTGETCNT, &p);
 
 	for (i = 0; i < n; i++) {
 		if (mode == PCNTOPENEACH)

@@ -28,7 +28,10 @@
  *	counter0 EVENT=N|unavailable			(one line per counter)
  *	workload_cpu_ns=N workload_user_ns=N workload_sys_ns=N
  *
- * The device is $PFM_DEVICE if set, else /dev/pfcntr.
+ * The device is $PFM_DEVICE if set, else /dev/pfcntr.  An open that finds
+ * no daemon (ENOENT, ENOTCONN, ECONNABORTED) asks "is pfmd running?"; an EV5
+ * ioctl refused with EINVAL by a daemon emulating another family names the
+ * model it emulates (PCNTGETINFO) and the --model to start instead.
  */
 #define _DEFAULT_SOURCE			/* syscall, getrusage on strict C99 */
 #include <sys/types.h>
@@ -130,6 +133,42 @@ die(char *what)
 
 	fprintf(stderr, "%s: %s: %s\n", prog, what, strerror(e));
 	exit(1);
+}
+
+/* PCNTGETINFO's pi_impl, as pfmd --model names it. */
+static char *models[] = {
+	"ev4 (21064)", "ev45 (21064A)", "ev5 (21164)", "ev56 (21164A)",
+	"pca56 (21164PC)", "ev6 (21264)", "ev67 (21264A)"
+};
+
+/* The open failed: say why, and what to do when no daemon serves it. */
+static void
+open_failed(char *dev)
+{
+	int e = errno;
+
+	fprintf(stderr, "%s: %s: %s%s\n", prog, dev, strerror(e),
+	    e == ENOENT || e == ENOTCONN || e == ECONNABORTED ?
+	    " (is pfmd running? systemctl start pfmd)" : "");
+	exit(1);
+}
+
+/* An EV5 ioctl failed: EINVAL from a daemon emulating another family says which. */
+static void
+family_failed(char *what)
+{
+	int e = errno;
+	struct pfm_info pi;
+
+	memset(&pi, 0, sizeof pi);
+	if (e == EINVAL && ioctl(fd, PCNTGETINFO, &pi) == 0 &&
+	    pi.pi_family != PFM_FAMILY_EV5 && pi.pi_impl <= PFM_IMPL_EV67) {
+		fprintf(stderr, "%s: %s: %s: the daemon emulates %s; start pfmd --model ev5\n",
+		    prog, what, strerror(e), models[pi.pi_impl]);
+		exit(1);
+	}
+	errno = e;
+	die(what);
 }
 
 static void
@@ -281,7 +320,7 @@ main(int argc, char **argv)
 		dev = "/dev/pfcntr";
 	fd = open(dev, O_RDONLY | (each ? PCNTOPENEACH : PCNTOPENALL));
 	if (fd < 0)
-		die(dev);
+		open_failed(dev);
 	(void)fcntl(fd, F_SETFD, FD_CLOEXEC);
 	if (each && (ncpu = sysconf(_SC_NPROCESSORS_CONF)) < 1)
 		ncpu = 1;
@@ -293,16 +332,16 @@ main(int argc, char **argv)
 	/* This process and its children, in the modes asked for. */
 	ctxts = PF5_CTXT_THIS_PROC | mode;
 	if (lioctl(PCNT5CTXTS, ctxts) < 0)
-		die("PCNT5CTXTS");
+		family_failed("PCNT5CTXTS");
 	if (lioctl(PCNT5FREQ, PF5_C0_INT_EVERY_65536 | PF5_C1_INT_EVERY_65536 |
 	    PF5_C2_INT_EVERY_16384) < 0)
-		die("PCNT5FREQ");
+		family_failed("PCNT5FREQ");
 	/* Counters off while selecting: each is checked when it is started. */
 	sel = PF5_SEL_COUNTER_0 | PF5_SEL_COUNTER_1 | PF5_SEL_COUNTER_2;
 	if (lioctl(PCNT5DISABLE, sel) < 0)
-		die("PCNT5DISABLE");
+		family_failed("PCNT5DISABLE");
 	if (lioctl(PCNT5MUX, mux[0] | mux[1] | mux[2]) < 0)
-		die("PCNT5MUX");
+		family_failed("PCNT5MUX");
 	if (ioctl(fd, PCNTCLEARCNT) < 0)
 		die("PCNTCLEARCNT");
 
@@ -311,7 +350,7 @@ main(int argc, char **argv)
 	on = sel;
 	if (lioctl(PCNT5RESTART, sel) < 0) {
 		if (errno != EOPNOTSUPP)
-			die("PCNT5RESTART");
+			family_failed("PCNT5RESTART");
 		/* Start the counters one by one: the host cannot count them all. */
 		on = 0;
 		for (n = 0; n < 3; n++) {
@@ -336,7 +375,7 @@ main(int argc, char **argv)
 
 	p = cntrs;
 	if (ioctl(fd, PCNT5READCNTRS, &p) < 0)
-		die("PCNT5READCNTRS");
+		family_failed("PCNT5READCNTRS");
 	for (i = 0; i < (each ? ncpu : 1); i++) {
 		if (each)
 			printf("cpu=%ld", i);

@@ -9,16 +9,23 @@
  *			transport's floor, one request)
  *	enable		PCNTRENABLE on an enabled device: nothing to do but the
  *			LOGALL privilege check (reads the caller's /proc status)
- *	getcnt_all	PCNTGETCNT, ALL mode, PF_CYCLES counting (pointer argument)
- *	getcnt_each	PCNTGETCNT, EACH mode (one struct pfcntrs per CPU)
+ *	getcnt_all	PCNTGETCNT, ALL mode, cycles counting (pointer argument)
+ *	getcnt_each	PCNTGETCNT, EACH mode (one count structure per CPU)
  *	perf_read	read(2) of a perf task-clock counter (no transport at all)
+ *
+ * It runs on every model: it asks the device which Alpha it emulates
+ * (PCNTGETINFO) and selects cycles on counter 0 with the family's mux ioctl
+ * (PCNTSETMUX; PCNT5MUX with counters 1 and 2 off; PCNT6MUX with counter 1
+ * off, on an EV67 the pair PF67_CYCLES_AND_UNDEFINED); the getcnt rows then
+ * call the family's count ioctl (PCNTGETCNT, PCNT5GETCNT, PCNT6GETCNT).
  *
  * One line per row:
  *
  *	bench label=NAME row=ROW calls=N p50_ns=N p90_ns=N p99_ns=N mean_ns=N calls_per_s=N
  *
  * The device is $PFM_DEVICE if set, else /dev/pfcntr.  Run as root (the
- * counting rows use LOGALL).
+ * counting rows use LOGALL).  An open that finds no daemon (ENOENT,
+ * ENOTCONN, ECONNABORTED) asks "is pfmd running?".
  */
 #define _GNU_SOURCE			/* syscall */
 #include <sys/types.h>
@@ -42,6 +49,18 @@ static void
 die(const char *what)
 {
 	fprintf(stderr, "%s: %s: %s\n", prog, what, strerror(errno));
+	exit(1);
+}
+
+/* The open failed: say why, and what to do when no daemon serves it. */
+static void
+open_failed(const char *dev)
+{
+	int e = errno;
+
+	fprintf(stderr, "%s: %s: %s%s\n", prog, dev, strerror(e),
+	    e == ENOENT || e == ENOTCONN || e == ECONNABORTED ?
+	    " (is pfmd running? systemctl start pfmd)" : "");
 	exit(1);
 }
 
@@ -95,6 +114,7 @@ row(const char *name, call_fn fn, void *arg)
 }
 
 static int fd;
+static unsigned long getcnt_req = PCNTGETCNT;	/* the family's count ioctl */
 
 static int
 noop(void *arg)
@@ -113,9 +133,9 @@ enable(void *arg)
 static int
 getcnt(void *arg)
 {
-	struct pfcntrs *p = arg;
+	void *p = arg;
 
-	return ioctl(fd, PCNTGETCNT, &p);
+	return ioctl(fd, getcnt_req, &p);
 }
 
 static int
@@ -126,24 +146,54 @@ perf_read(void *arg)
 	return read(*(int *)arg, &v, sizeof v) == (ssize_t)sizeof v ? 0 : -1;
 }
 
-/* Opens the device in `mode`, set to count PF_CYCLES system-wide, disabled. */
+/*
+ * Opens the device in `mode`, set to count cycles on counter 0 system-wide
+ * with the emulated family's ioctls, disabled.
+ */
 static int
 open_counting(const char *dev, int mode)
 {
 	struct iccsr iccsr;
-	long items = PFM_COUNTERS;
+	struct pfm_info pi;
+	long items = PFM_COUNTERS, v;
 	int f;
 
 	if ((f = open(dev, O_RDONLY | mode)) < 0)
-		die(dev);
-	memset(&iccsr, 0, sizeof iccsr);
-	iccsr.iccsr_mux0 = PF_CYCLES;
-	iccsr.iccsr_pc0 = PF_C0_INT_EVERY_4096;
-	iccsr.iccsr_disable = 2;		/* counter 1 off */
+		open_failed(dev);
+	memset(&pi, 0, sizeof pi);
+	if (ioctl(f, PCNTGETINFO, &pi) < 0)
+		die("PCNTGETINFO");
 	if (ioctl(f, PCNTSETITEMS, &items) < 0)
 		die("PCNTSETITEMS");
-	if (ioctl(f, PCNTSETMUX, &iccsr) < 0)
-		die("PCNTSETMUX");
+	switch (pi.pi_family) {
+	case PFM_FAMILY_EV4:
+		memset(&iccsr, 0, sizeof iccsr);
+		iccsr.iccsr_mux0 = PF_CYCLES;
+		iccsr.iccsr_pc0 = PF_C0_INT_EVERY_4096;
+		iccsr.iccsr_disable = 2;	/* counter 1 off */
+		if (ioctl(f, PCNTSETMUX, &iccsr) < 0)
+			die("PCNTSETMUX");
+		getcnt_req = PCNTGETCNT;
+		break;
+	case PFM_FAMILY_EV5:
+		v = PF5_SEL_COUNTER_1 | PF5_SEL_COUNTER_2;
+		if (ioctl(f, PCNT5DISABLE, &v) < 0)
+			die("PCNT5DISABLE");
+		v = PF5_MUX0_CYCLES;
+		if (ioctl(f, PCNT5MUX, &v) < 0)
+			die("PCNT5MUX");
+		getcnt_req = PCNT5GETCNT;
+		break;
+	default:
+		v = PF6_SEL_COUNTER_1;
+		if (ioctl(f, PCNT6DISABLE, &v) < 0)
+			die("PCNT6DISABLE");
+		v = pi.pi_impl == PFM_IMPL_EV67 ? PF67_CYCLES_AND_UNDEFINED : PF6_MUX0_CYCLES;
+		if (ioctl(f, PCNT6MUX, &v) < 0)
+			die("PCNT6MUX");
+		getcnt_req = PCNT6GETCNT;
+		break;
+	}
 	if (ioctl(f, PCNTLOGALL, 0) < 0)
 		die("PCNTLOGALL");
 	return f;
@@ -153,7 +203,7 @@ int
 main(int argc, char **argv)
 {
 	struct perf_event_attr attr;
-	struct pfcntrs *cntrs;
+	struct pfcntrs_ev5 *cntrs;		/* the largest of the families' counts */
 	struct pfm_info info;
 	char *dev;
 	long ncpus;

@@ -16,7 +16,10 @@
  * Where the host cannot count retired conditional branches, PCNT6MUX fails
  * with EOPNOTSUPP (or PCNT6RESTART does, had counter 1 been off when it was
  * selected); the program then turns counter 1 off (PCNT6DISABLE), selects
- * again and counts cycles alone.  Output:
+ * again and counts cycles alone.  On an EV67 (21264A) the counters count
+ * only in fixed pairs and none holds conditional branches: PCNT6MUX of the
+ * EV6 word is EINVAL there, so the program says so on stderr and counts
+ * cycles alone with PF67_CYCLES_AND_UNDEFINED.  Output:
  *
  *	cycles=N
  *	cond_branches=N|unavailable
@@ -24,7 +27,10 @@
  *	workload_cpu_ns=N
  *	cycles_per_ns=X.XXX	(cycles / workload_cpu_ns: the clock rate in GHz)
  *
- * The device is $PFM_DEVICE if set, else /dev/pfcntr.
+ * The device is $PFM_DEVICE if set, else /dev/pfcntr.  An open that finds
+ * no daemon (ENOENT, ENOTCONN, ECONNABORTED) asks "is pfmd running?"; an EV6
+ * ioctl refused with EINVAL by a daemon emulating another family names the
+ * model it emulates (PCNTGETINFO) and the --model to start instead.
  */
 #define _DEFAULT_SOURCE			/* getrusage on strict C99 */
 #include <sys/types.h>
@@ -52,6 +58,52 @@ die(char *what)
 
 	fprintf(stderr, "%s: %s: %s\n", prog, what, strerror(e));
 	exit(1);
+}
+
+/* PCNTGETINFO's pi_impl, as pfmd --model names it. */
+static char *models[] = {
+	"ev4 (21064)", "ev45 (21064A)", "ev5 (21164)", "ev56 (21164A)",
+	"pca56 (21164PC)", "ev6 (21264)", "ev67 (21264A)"
+};
+
+/* The open failed: say why, and what to do when no daemon serves it. */
+static void
+open_failed(char *dev)
+{
+	int e = errno;
+
+	fprintf(stderr, "%s: %s: %s%s\n", prog, dev, strerror(e),
+	    e == ENOENT || e == ENOTCONN || e == ECONNABORTED ?
+	    " (is pfmd running? systemctl start pfmd)" : "");
+	exit(1);
+}
+
+/* The emulated implementation (PFM_IMPL_*), or -1 if the device cannot say. */
+static long
+impl(void)
+{
+	struct pfm_info pi;
+
+	memset(&pi, 0, sizeof pi);
+	if (ioctl(fd, PCNTGETINFO, &pi) < 0 || pi.pi_impl > PFM_IMPL_EV67)
+		return -1;
+	return (long)pi.pi_impl;
+}
+
+/* An EV6 ioctl failed: EINVAL from a daemon emulating another family says which. */
+static void
+family_failed(char *what)
+{
+	int e = errno;
+	long i = impl();
+
+	if (e == EINVAL && i >= 0 && i < PFM_IMPL_EV6) {
+		fprintf(stderr, "%s: %s: %s: the daemon emulates %s; start pfmd --model ev6\n",
+		    prog, what, strerror(e), models[i]);
+		exit(1);
+	}
+	errno = e;
+	die(what);
 }
 
 /* An ioctl whose declared type is long takes the address of the long. */
@@ -116,7 +168,7 @@ main(int argc, char **argv)
 
 	fd = open(dev, O_RDONLY | PCNTOPENALL);
 	if (fd < 0)
-		die(dev);
+		open_failed(dev);
 	if (lioctl(PCNTSETITEMS, PFM_COUNTERS) < 0)
 		die("PCNTSETITEMS");
 	if (ioctl(fd, PCNTLOGSELECT) < 0)
@@ -126,15 +178,21 @@ main(int argc, char **argv)
 	mux = PF6_MUX0_CYCLES | PF6_MUX1_RET_COND_BRANCHES;
 	counters = PF6_SEL_COUNTER_0 | PF6_SEL_COUNTER_1;
 	if (lioctl(PCNT6MUX, mux) < 0) {
-		if (errno != EOPNOTSUPP)
-			die("PCNT6MUX");
-		/* No conditional-branch event on this host: cycles alone. */
+		if (errno == EINVAL && impl() == PFM_IMPL_EV67) {
+			/* The 21264A counts in pairs; none has conditional branches. */
+			fprintf(stderr, "%s: PCNT6MUX: the daemon emulates %s, whose counters "
+			    "count in pairs: cycles alone (PF67_CYCLES_AND_UNDEFINED)\n",
+			    prog, models[PFM_IMPL_EV67]);
+			mux = PF67_CYCLES_AND_UNDEFINED;	/* counter 1 off */
+		} else if (errno != EOPNOTSUPP)
+			family_failed("PCNT6MUX");
+		else if (lioctl(PCNT6DISABLE, PF6_SEL_COUNTER_1) < 0)
+			family_failed("PCNT6DISABLE");
+		/* No conditional-branch event: cycles alone. */
 		branches = 0;
 		counters = PF6_SEL_COUNTER_0;
-		if (lioctl(PCNT6DISABLE, PF6_SEL_COUNTER_1) < 0)
-			die("PCNT6DISABLE");
 		if (lioctl(PCNT6MUX, mux) < 0)
-			die("PCNT6MUX");
+			family_failed("PCNT6MUX");
 	}
 	if (ioctl(fd, PCNTRDISABLE) < 0)
 		die("PCNTRDISABLE");
@@ -148,7 +206,7 @@ main(int argc, char **argv)
 		die("getrusage");
 	if (ioctl(fd, PCNT6RESTART, &sel.pmctrs_ev6_long) < 0) {
 		if (errno != EOPNOTSUPP || counters == PF6_SEL_COUNTER_0)
-			die("PCNT6RESTART");
+			family_failed("PCNT6RESTART");
 		/* Counter 1 was off when selected and cannot count here. */
 		branches = 0;
 		sel.pmctrs_ev6_select = PF6_SEL_COUNTER_0;
@@ -164,7 +222,7 @@ main(int argc, char **argv)
 	memset(p, 0, sizeof p);
 	pp = p;
 	if (ioctl(fd, PCNT6READCNTRS, &pp) < 0)
-		die("PCNT6READCNTRS");
+		family_failed("PCNT6READCNTRS");
 	close(fd);
 
 	ns = tv_ns(&r1.ru_utime) - tv_ns(&r0.ru_utime) +

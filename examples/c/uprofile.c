@@ -1,28 +1,51 @@
 /*
- * uprofile -- profile this program's own text with /dev/pfcntr (pfm(7)).
+ * uprofile -- profile this program's own text with /dev/pfcntr (pfm(7)),
+ * on whichever Alpha the device emulates.
  *
- * usage: uprofile [-each] [-stride N] [-ms N] [-top N]
+ * usage: uprofile [-each] [-stride N] [-ms N] [-top N] [-pair]
  *
  *	-each		open PCNTOPENEACH (one histogram per CPU, summed here)
  *			instead of PCNTOPENALL.
  *	-stride N	instructions (4 bytes) per bucket: 0 or a power of
  *			two (default 4, one bucket per 16 bytes of text).
  *	-ms N		CPU milliseconds for hot(); cold() gets a tenth of
- *			that (default 400).
+ *			that (default 400; 1000 on an EV6 or EV67, whose
+ *			counters interrupt only every 2^20 cycles).
  *	-top N		hottest address ranges to print (default 8).
+ *	-pair		EV67 only: sample with the aggregate pair
+ *			PF67_CYCLES_AND_UNDEFINED instead of profile-me mode.
  *
- * The program selects PF_CYCLES every 4096 cycles with PC profiling,
- * counts only itself (PCNTLOGSELECT, so an ordinary user may run it),
+ * The program asks the device which Alpha it emulates (PCNTGETINFO:
+ * pi_family, pi_impl) and selects cycles on counter 0 with PC profiling,
+ * with that family's own ioctls, as a program of the day did:
+ *
+ *	EV4, EV45	  PCNTSETMUX: PF_CYCLES every 4096 cycles, counter 1
+ *			  off; PCNTRENABLE.
+ *	EV5, EV56, PCA56  PCNT5DISABLE counters 1 and 2; PCNT5MUX
+ *			  PF5_MUX0_CYCLES; PCNT5FREQ PF5_C0_INT_EVERY_65536
+ *			  (every 256 needs privilege); PCNT5RESTART counter 0.
+ *	EV6		  PCNT6DISABLE counter 1; PCNT6MUX PF6_MUX0_CYCLES
+ *			  (every 2^20 cycles); PCNT6RESTART counter 0.
+ *	EV67		  profile-me: PCNTSETITEMS carrying PF67_PM_RETIRE in
+ *			  bits 8..15, PCNT6MUX PF67_PROFILE_ME_MODE (counter
+ *			  0 cycles, counter 1 off); PCNT6RESTART counter 0.
+ *			  -pair: PCNT6MUX PF67_CYCLES_AND_UNDEFINED, plain
+ *			  items.
+ *
+ * It counts only itself (PCNTLOGSELECT, so an ordinary user may run it),
  * profiles its text from &__executable_start to &etext with
- * PCNTSETURANGE, runs hot() and cold(), then reads the buckets:
- * PCNTGETRSIZE says how many bytes one read(2) returns.  It prints the
- * hottest bucket ranges and the function each falls in, then one line
- * for machines:
+ * PCNTSETURANGE, runs hot() and cold(), stops (PCNTRDISABLE) and reads the
+ * buckets: PCNTGETRSIZE says how many bytes one read(2) returns.  It prints
+ * what it selected, the hottest bucket ranges and the function each falls
+ * in, then one line for machines, the same on every model:
  *
  *	hot_samples=N cold_samples=N other_samples=N total=N pf_cntr0=N
  *
- * Counts are counter interrupts, as the driver keeps them.  The device
- * is $PFM_DEVICE if set, else /dev/pfcntr.
+ * Samples and pf_cntr0 are counter 0 interrupts, as the driver keeps them;
+ * pf_cntr0 comes from the family's own count ioctl (PCNTGETCNT,
+ * PCNT5GETCNT or PCNT6GETCNT).  The periods differ by family, so the same
+ * -ms gives an EV6 1/256 of an EV4's samples.  The device is $PFM_DEVICE
+ * if set, else /dev/pfcntr.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <sys/types.h>
@@ -42,6 +65,12 @@ extern char etext;			/* first byte after it */
 static char *prog = "uprofile";
 static int fd = -1;
 
+/* PCNTGETINFO's pi_impl, as pfmd --model names it. */
+static char *models[] = {
+	"ev4 (21064)", "ev45 (21064A)", "ev5 (21164)", "ev56 (21164A)",
+	"pca56 (21164PC)", "ev6 (21264)", "ev67 (21264A)"
+};
+
 static void
 die(char *what)
 {
@@ -53,8 +82,29 @@ die(char *what)
 	exit(1);
 }
 
+/* The open failed: say why, and what to do when no daemon serves it. */
+static void
+open_failed(char *device)
+{
+	int e = errno;
+
+	fprintf(stderr, "%s: %s: %s%s\n", prog, device, strerror(e),
+	    e == ENOENT || e == ENOTCONN || e == ECONNABORTED ?
+	    " (is pfmd running? systemctl start pfmd)" : "");
+	exit(1);
+}
+
 #define IOCTL(req, arg) \
 	do { if (ioctl(fd, req, arg) < 0) die(#req); } while (0)
+
+/* An ioctl whose declared type is long takes the address of the long. */
+static void
+lioctl(unsigned long req, char *name, unsigned long v)
+{
+	if (ioctl(fd, req, &v) < 0)
+		die(name);
+}
+#define LIOCTL(req, v)	lioctl(req, #req, v)
 
 static long long
 cpu_ns(void)
@@ -101,6 +151,103 @@ cold(long ms)
 static void (*volatile run_hot)(long) = hot;
 static void (*volatile run_cold)(long) = cold;
 
+/*
+ * Select cycles on counter 0 with the family's ioctls (items already set);
+ * returns the period, for the report.
+ */
+static unsigned long
+select_cycles(unsigned long family, unsigned long impl, int pair)
+{
+	struct iccsr mux;
+
+	switch (family) {
+	case PFM_FAMILY_EV4:
+		memset(&mux, 0, sizeof mux);
+		mux.iccsr_mux0 = PF_CYCLES;
+		mux.iccsr_pc0 = PF_C0_INT_EVERY_4096;
+		mux.iccsr_disable = 2;		/* counter 1 off */
+		IOCTL(PCNTSETMUX, &mux);
+		printf("# PCNTSETMUX PF_CYCLES, PF_C0_INT_EVERY_4096\n");
+		return 4096;
+	case PFM_FAMILY_EV5:
+		/* Counters 1 and 2 off first: only a counting counter is resolved. */
+		LIOCTL(PCNT5DISABLE, PF5_SEL_COUNTER_1 | PF5_SEL_COUNTER_2);
+		LIOCTL(PCNT5MUX, PF5_MUX0_CYCLES);
+		LIOCTL(PCNT5FREQ, PF5_C0_INT_EVERY_65536);
+		printf("# PCNT5MUX PF5_MUX0_CYCLES, PCNT5FREQ PF5_C0_INT_EVERY_65536\n");
+		return 65536;
+	default:
+		if (impl != PFM_IMPL_EV67) {
+			LIOCTL(PCNT6DISABLE, PF6_SEL_COUNTER_1);
+			LIOCTL(PCNT6MUX, PF6_MUX0_CYCLES);
+			printf("# PCNT6MUX PF6_MUX0_CYCLES, every 1048576\n");
+		} else if (pair) {
+			LIOCTL(PCNT6MUX, PF67_CYCLES_AND_UNDEFINED);
+			printf("# PCNT6MUX PF67_CYCLES_AND_UNDEFINED, every 1048576\n");
+		} else {
+			LIOCTL(PCNT6MUX, PF67_PROFILE_ME_MODE);
+			printf("# PCNT6MUX PF67_PROFILE_ME_MODE, PF67_PM_RETIRE, every 1048576\n");
+		}
+		return 1UL << 20;
+	}
+}
+
+/* Start counter 0 counting, the family's way. */
+static void
+start_counting(unsigned long family)
+{
+	switch (family) {
+	case PFM_FAMILY_EV4:
+		IOCTL(PCNTRENABLE, 0);
+		break;
+	case PFM_FAMILY_EV5:
+		LIOCTL(PCNT5RESTART, PF5_SEL_COUNTER_0);
+		break;
+	default:
+		LIOCTL(PCNT6RESTART, PF6_SEL_COUNTER_0);
+		break;
+	}
+}
+
+/* Counter 0's interrupts, summed over the ncpu elements the family's GETCNT stores. */
+static unsigned long
+counter0(unsigned long family, int ncpu)
+{
+	struct pfcntrs *p4, *c4;
+	struct pfcntrs_ev5 *p5, *c5;
+	struct pfcntrs_ev6 *p6, *c6;
+	unsigned long n = 0;
+	int c;
+
+	switch (family) {
+	case PFM_FAMILY_EV4:
+		if ((p4 = c4 = calloc((size_t)ncpu, sizeof *c4)) == 0)
+			die("calloc");
+		IOCTL(PCNTGETCNT, &p4);
+		for (c = 0; c < ncpu; c++)
+			n += c4[c].pf_cntr0;
+		free(c4);
+		break;
+	case PFM_FAMILY_EV5:
+		if ((p5 = c5 = calloc((size_t)ncpu, sizeof *c5)) == 0)
+			die("calloc");
+		IOCTL(PCNT5GETCNT, &p5);
+		for (c = 0; c < ncpu; c++)
+			n += c5[c].pf_cntr0;
+		free(c5);
+		break;
+	default:
+		if ((p6 = c6 = calloc((size_t)ncpu, sizeof *c6)) == 0)
+			die("calloc");
+		IOCTL(PCNT6GETCNT, &p6);
+		for (c = 0; c < ncpu; c++)
+			n += c6[c].pf_cntr0;
+		free(c6);
+		break;
+	}
+	return n;
+}
+
 static void usage(void);
 int main(int, char **);
 
@@ -109,8 +256,10 @@ static struct func {
 	char	*name;
 	unsigned long addr;
 } funcs[] = {
-	{ "die", 0 }, { "cpu_ns", 0 }, { "hot", 0 }, { "cold", 0 },
-	{ "usage", 0 }, { "main", 0 }, { 0, 0 }
+	{ "die", 0 }, { "open_failed", 0 }, { "lioctl", 0 }, { "cpu_ns", 0 },
+	{ "hot", 0 }, { "cold", 0 }, { "select_cycles", 0 },
+	{ "start_counting", 0 }, { "counter0", 0 }, { "usage", 0 },
+	{ "main", 0 }, { 0, 0 }
 };
 
 static void
@@ -120,11 +269,16 @@ init_funcs(void)
 	int i, j;
 
 	funcs[0].addr = (unsigned long)die;
-	funcs[1].addr = (unsigned long)cpu_ns;
-	funcs[2].addr = (unsigned long)hot;
-	funcs[3].addr = (unsigned long)cold;
-	funcs[4].addr = (unsigned long)usage;
-	funcs[5].addr = (unsigned long)main;
+	funcs[1].addr = (unsigned long)open_failed;
+	funcs[2].addr = (unsigned long)lioctl;
+	funcs[3].addr = (unsigned long)cpu_ns;
+	funcs[4].addr = (unsigned long)hot;
+	funcs[5].addr = (unsigned long)cold;
+	funcs[6].addr = (unsigned long)select_cycles;
+	funcs[7].addr = (unsigned long)start_counting;
+	funcs[8].addr = (unsigned long)counter0;
+	funcs[9].addr = (unsigned long)usage;
+	funcs[10].addr = (unsigned long)main;
 	/* Sort by address: a function runs up to the next one. */
 	for (i = 1; funcs[i].name; i++)
 		for (j = i; j > 0 && funcs[j - 1].addr > funcs[j].addr; j--) {
@@ -152,7 +306,7 @@ func_of(unsigned long a)
 static void
 usage(void)
 {
-	fprintf(stderr, "usage: %s [-each] [-stride N] [-ms N] [-top N]\n", prog);
+	fprintf(stderr, "usage: %s [-each] [-stride N] [-ms N] [-top N] [-pair]\n", prog);
 	exit(2);
 }
 
@@ -160,14 +314,13 @@ int
 main(int argc, char **argv)
 {
 	char *device;
-	int mode = PCNTOPENALL, i, c, top = 8, ncpu = 1;
-	long ms = 400, items, rsize, nb, b, stride = 4, got;
+	int mode = PCNTOPENALL, i, c, top = 8, ncpu = 1, pair = 0;
+	long ms = -1, rsize, nb, b, stride = 4, got;
 	unsigned long start, end, bbytes, a, total, hotn, coldn, other, cntr;
+	unsigned long items, period;
 	unsigned int *buf, *sum;
-	struct iccsr mux;
 	addr_range_t range;
 	struct pfm_info pi;
-	struct pfcntrs *cnt, *pc;
 	struct func *f;
 
 	for (i = 1; i < argc; i++) {
@@ -179,6 +332,8 @@ main(int argc, char **argv)
 			ms = atol(argv[++i]);
 		else if (strcmp(argv[i], "-top") == 0 && i + 1 < argc)
 			top = atoi(argv[++i]);
+		else if (strcmp(argv[i], "-pair") == 0)
+			pair = 1;
 		else
 			usage();
 	}
@@ -187,19 +342,31 @@ main(int argc, char **argv)
 	init_funcs();
 
 	if ((fd = open(device, O_RDONLY | mode)) < 0)
-		die(device);
+		open_failed(device);
+	/* Which Alpha: the port's getsysinfo(GSI_PROC_TYPE). */
 	memset(&pi, 0, sizeof pi);
-	if (mode == PCNTOPENEACH) {
-		IOCTL(PCNTGETINFO, &pi);
-		ncpu = (int)pi.pi_ncpus;
+	IOCTL(PCNTGETINFO, &pi);
+	if (pi.pi_family > PFM_FAMILY_EV6 || pi.pi_impl > PFM_IMPL_EV67) {
+		fprintf(stderr, "%s: unknown Alpha: family %lu, implementation %lu\n",
+		    prog, pi.pi_family, pi.pi_impl);
+		exit(1);
 	}
+	if (pair && pi.pi_impl != PFM_IMPL_EV67) {
+		fprintf(stderr, "%s: -pair: the daemon emulates %s, not ev67 (21264A)\n",
+		    prog, models[pi.pi_impl]);
+		exit(2);
+	}
+	if (mode == PCNTOPENEACH)
+		ncpu = (int)pi.pi_ncpus;
+	if (ms < 0)
+		ms = pi.pi_family == PFM_FAMILY_EV6 ? 1000 : 400;
+	printf("# model %s, -ms %ld\n", models[pi.pi_impl], ms);
+
 	items = PFM_COUNTERS | PFM_PROFILING;
-	IOCTL(PCNTSETITEMS, &items);
-	memset(&mux, 0, sizeof mux);
-	mux.iccsr_mux0 = PF_CYCLES;
-	mux.iccsr_pc0 = PF_C0_INT_EVERY_4096;
-	mux.iccsr_disable = 2;			/* counter 1 off */
-	IOCTL(PCNTSETMUX, &mux);
+	if (pi.pi_impl == PFM_IMPL_EV67 && !pair)
+		items |= (unsigned long)PF67_PM_RETIRE << PFM_PROFME_MODE_SHIFT;
+	LIOCTL(PCNTSETITEMS, items);
+	period = select_cycles(pi.pi_family, pi.pi_impl, pair);
 	IOCTL(PCNTLOGSELECT, 0);
 
 	start = (unsigned long)&__executable_start;
@@ -210,7 +377,7 @@ main(int argc, char **argv)
 	range.stride = (unsigned long)stride;
 	IOCTL(PCNTSETURANGE, &range);
 	IOCTL(PCNTCLEARCNT, 0);
-	IOCTL(PCNTRENABLE, 0);
+	start_counting(pi.pi_family);
 
 	run_hot(ms);
 	run_cold(ms);
@@ -229,12 +396,7 @@ main(int argc, char **argv)
 		fprintf(stderr, "%s: read %ld of %ld bytes\n", prog, got, rsize);
 		exit(1);
 	}
-	if ((cnt = calloc((size_t)ncpu, sizeof *cnt)) == 0)
-		die("calloc");
-	pc = cnt;
-	IOCTL(PCNTGETCNT, &pc);
-	for (cntr = 0, c = 0; c < ncpu; c++)
-		cntr += cnt[c].pf_cntr0;
+	cntr = counter0(pi.pi_family, ncpu);
 	close(fd);
 
 	/* Sum the CPUs' histograms (EACH lays them one after another). */
@@ -261,6 +423,7 @@ main(int argc, char **argv)
 
 	printf("# text %#lx-%#lx stride %ld (%lu bytes per bucket), %ld buckets, %d histogram(s)\n",
 	    start, end, stride, bbytes, nb, ncpu);
+	printf("# counter 0 interrupts every %lu cycles\n", period);
 	printf("# hottest ranges:\n");
 	for (i = 0; i < top; i++) {
 		long best = -1;
@@ -283,6 +446,5 @@ main(int argc, char **argv)
 	printf("hot_samples=%lu cold_samples=%lu other_samples=%lu total=%lu pf_cntr0=%lu\n",
 	    hotn, coldn, other, total, cntr);
 	free(buf);
-	free(cnt);
 	return 0;
 }

@@ -3,7 +3,7 @@
  *
  * The OSF/1 / Digital UNIX / Tru64 interface (names, structures and constants
  * of the Tru64 header, revision 1.1.47.1) as served on Linux by pfmd.  See
- * pfm(7) and the pfmd contract (spec/pfm-contract.md).  Differences from the
+ * pfm(7) and docs/device.md of the pfmd sources.  Differences from the
  * Alpha header:
  *
  *   - the PCNTOPEN* mode bits are re-encoded onto O_DSYNC / O_APPEND (the
@@ -524,6 +524,7 @@ typedef union ev67_pctr_ctl_reg {
 #define PFM_INFO_LOGSELECT	2	/* PCNTLOGSELECT in force (else LOGALL) */
 #define PFM_INFO_ENABLED	4	/* counter interrupts enabled */
 #define PFM_INFO_USER_ONLY	8	/* only user mode is counted for this caller */
+#define PFM_INFO_URING		16	/* served over a FUSE io_uring queue of the caller's CPU */
 
 /* PCNTGETINFO result. */
 struct pfm_info {

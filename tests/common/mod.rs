@@ -9,20 +9,68 @@ use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-pub const CRATE: &str = env!("CARGO_MANIFEST_DIR");
+/// The workspace root.
+pub const CRATE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
 
-/// True when the test can do what it needs (root, /dev/fuse); else it prints
-/// why and the caller returns. CI runs as root on a machine with /dev/fuse.
+/// A binary of the workspace (`pfmd`, `pfmstat`, ...), as built for this
+/// test run. Integration tests live in their own package, where Cargo does
+/// not build the other packages' binaries, so the first call builds them
+/// all, into the target directory and profile this test binary came from.
+pub fn bin(name: &str) -> PathBuf {
+    static PROFILE_DIR: OnceLock<PathBuf> = OnceLock::new();
+    PROFILE_DIR
+        .get_or_init(|| {
+            // target/<profile>/deps/<test binary>
+            let exe = std::env::current_exe().expect("the test binary's path");
+            let profile_dir = exe
+                .parent()
+                .and_then(Path::parent)
+                .expect("a test binary lives in target/<profile>/deps")
+                .to_path_buf();
+            let target_dir = profile_dir.parent().expect("target/<profile>");
+            let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+            let mut build = Command::new(cargo);
+            build
+                .args(["build", "--workspace", "--bins", "--quiet"])
+                .arg("--manifest-path")
+                .arg(Path::new(CRATE).join("Cargo.toml"))
+                .arg("--target-dir")
+                .arg(target_dir);
+            if profile_dir.file_name().is_some_and(|n| n == "release") {
+                build.arg("--release");
+            }
+            let status = build.status().expect("run cargo build for the binaries");
+            assert!(
+                status.success(),
+                "cargo build of the workspace binaries failed"
+            );
+            profile_dir
+        })
+        .join(name)
+}
+
+/// True when the test can do what it needs (root, /dev/fuse). Otherwise the
+/// test is skipped loudly (`SKIPPED: ...`, counted by `.ci/run`), or fails
+/// under `CI=true`, and the caller returns.
 pub fn can_run() -> bool {
-    if !nix::unistd::geteuid().is_root() {
-        eprintln!("SKIP: integration tests need root (FUSE mounts, perf system-wide counting)");
-        return false;
+    let missing = if !nix::unistd::geteuid().is_root() {
+        Some("integration tests need root (FUSE mounts, perf system-wide counting)")
+    } else if !Path::new("/dev/fuse").exists() {
+        Some("/dev/fuse is missing")
+    } else {
+        None
+    };
+    match missing {
+        Some(why) => {
+            let test = std::thread::current()
+                .name()
+                .unwrap_or("an integration test")
+                .to_string();
+            xtask::ci::skip_or_fail(&test, why);
+            false
+        }
+        None => true,
     }
-    if !Path::new("/dev/fuse").exists() {
-        eprintln!("SKIP: /dev/fuse is missing");
-        return false;
-    }
-    true
 }
 
 pub struct Daemon {
@@ -76,7 +124,7 @@ impl Daemon {
             args.extend(["--dev-link".into(), "none".into()]);
         }
         args.extend(extra.iter().map(|s| s.to_string()));
-        let child = Command::new(env!("CARGO_BIN_EXE_pfmd"))
+        let child = Command::new(bin("pfmd"))
             .args(&args)
             .env("RUST_LOG", "debug")
             .envs(envs.iter().copied())
@@ -146,6 +194,14 @@ impl Daemon {
             }
             std::thread::sleep(Duration::from_millis(20));
         }
+    }
+
+    /// Opens this daemon's device in `mode`.
+    pub fn open(
+        &self,
+        mode: pfm_client::OpenMode,
+    ) -> Result<pfm_client::Device, pfm_client::Error> {
+        pfm_client::Device::open(&self.device, mode)
     }
 
     /// A C client's environment pointing it at this daemon.
@@ -249,102 +305,20 @@ pub fn value(stdout: &str, key: &str) -> Option<u64> {
 }
 
 pub fn online_cpus() -> usize {
-    std::fs::read_to_string("/sys/devices/system/cpu/online")
-        .ok()
-        .and_then(|s| pfmd::device::caller::parse_cpu_list(&s))
-        .map_or(1, |v| v.len())
+    let list = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap_or_default();
+    list.trim()
+        .split(',')
+        .filter_map(|part| match part.split_once('-') {
+            Some((a, b)) => Some(b.parse::<usize>().ok()? - a.parse::<usize>().ok()? + 1),
+            None => part.parse::<usize>().ok().map(|_| 1),
+        })
+        .sum::<usize>()
+        .max(1)
 }
 
 pub fn configured_cpus() -> usize {
     // SAFETY: sysconf has no memory-safety preconditions.
     unsafe { libc::sysconf(libc::_SC_NPROCESSORS_CONF) as usize }
-}
-
-/// One writable page followed by a PROT_NONE guard page.
-pub struct GuardedPage {
-    base: *mut u8,
-}
-
-impl GuardedPage {
-    pub fn new() -> Self {
-        // SAFETY: a fresh anonymous mapping of two pages; the second is made
-        // inaccessible so writes past the first fault.
-        unsafe {
-            let base = libc::mmap(
-                std::ptr::null_mut(),
-                8192,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            );
-            assert_ne!(base, libc::MAP_FAILED);
-            assert_eq!(
-                libc::mprotect(base.cast::<u8>().add(4096).cast(), 4096, libc::PROT_NONE),
-                0
-            );
-            GuardedPage { base: base.cast() }
-        }
-    }
-
-    /// The address where the guard page begins.
-    pub fn end(&self) -> usize {
-        self.base as usize + 4096
-    }
-
-    pub fn read<T: Copy>(&self, offset: usize) -> T {
-        assert!(offset + size_of::<T>() <= 4096);
-        // SAFETY: within the writable page, read unaligned.
-        unsafe { std::ptr::read_unaligned(self.base.add(offset).cast::<T>()) }
-    }
-}
-
-impl Drop for GuardedPage {
-    fn drop(&mut self) {
-        // SAFETY: unmapping exactly what new() mapped.
-        unsafe { libc::munmap(self.base.cast(), 8192) };
-    }
-}
-
-// ---- ioctls as a legacy client makes them ----
-use pfmd::ioctl::numbers as n;
-use std::fs::{File, OpenOptions};
-use std::os::fd::AsRawFd;
-use std::os::unix::fs::OpenOptionsExt;
-
-pub fn open_device(daemon: &Daemon, mode: i32) -> std::io::Result<File> {
-    OpenOptions::new()
-        .read(true)
-        .custom_flags(mode)
-        .open(&daemon.device)
-}
-
-/// `ioctl(fd, cmd, arg)` as a legacy client makes it.
-pub fn ioctl(file: &File, cmd: u32, arg: *mut libc::c_void) -> Result<(), nix::errno::Errno> {
-    // SAFETY: every `arg` below points at live memory of the size the command
-    // declares, or is deliberately bad to provoke EFAULT from the daemon,
-    // which never lets the kernel dereference it (restricted FUSE ioctl).
-    let r = unsafe { libc::ioctl(file.as_raw_fd(), cmd as libc::c_ulong, arg) };
-    if r < 0 {
-        Err(nix::errno::Errno::last())
-    } else {
-        Ok(())
-    }
-}
-
-pub fn ioctl_long(file: &File, cmd: u32, mut value: u64) -> Result<(), nix::errno::Errno> {
-    ioctl(file, cmd, (&mut value as *mut u64).cast())
-}
-
-pub fn info(file: &File) -> pfmd::ioctl::abi::PfmInfo {
-    let mut info = pfmd::ioctl::abi::PfmInfo::default();
-    ioctl(
-        file,
-        n::PCNTGETINFO,
-        (&mut info as *mut pfmd::ioctl::abi::PfmInfo).cast(),
-    )
-    .unwrap();
-    info
 }
 
 /// Builds C source given inline (a test's own workload) with gcc and
@@ -381,7 +355,7 @@ pub fn c_program_dir() -> PathBuf {
 
 /// `pfmprof` pointed at this daemon's device.
 pub fn pfmprof(daemon: &Daemon) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_pfmprof"));
+    let mut cmd = Command::new(bin("pfmprof"));
     cmd.env("PFM_DEVICE", &daemon.device);
     cmd
 }
@@ -415,7 +389,7 @@ pub fn paranoid() -> i32 {
 }
 
 /// `program` run as nobody (uid and gid 65534, no groups): an unprivileged
-/// caller for the contract's §8 checks. Add the arguments.
+/// caller for docs/device.md §8 checks. Add the arguments.
 pub fn as_nobody(program: impl AsRef<std::ffi::OsStr>) -> Command {
     let mut cmd = Command::new("setpriv");
     cmd.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])

@@ -1,0 +1,178 @@
+//! `pfmd` command line: parse, then run the daemon or print a listing.
+
+mod daemon;
+mod host;
+mod listing;
+
+use clap::{Parser, ValueEnum};
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum TransportChoice {
+    /// CUSE where /dev/cuse exists, else FUSE.
+    Auto,
+    Fuse,
+    Cuse,
+}
+
+/// Serve the OSF/1 / Tru64 pfm performance-counter device on Linux.
+#[derive(Debug, Parser)]
+#[command(name = "pfmd", version)]
+pub struct Args {
+    /// Alpha implementation to emulate: ev4, ev45, ev5, ev56, pca56, ev6, ev67.
+    #[arg(long, default_value = "ev4")]
+    pub model: pfm_model::Implementation,
+    #[arg(long, value_enum, default_value = "auto")]
+    pub transport: TransportChoice,
+    /// Where the FUSE transport mounts its one-file filesystem.
+    #[arg(long, default_value = "/run/pfm")]
+    pub mountpoint: PathBuf,
+    /// Symlink to the device file, or `none`. Under CUSE the device itself
+    /// is `/dev/<dev-name>`; a different path here becomes a link to it.
+    #[arg(long, default_value = "/dev/pfcntr")]
+    pub dev_link: String,
+    /// CUSE: the character device's name, `/dev/<NAME>`.
+    #[arg(long, default_value = "pfcntr", value_name = "NAME")]
+    pub dev_name: String,
+    /// Permission bits of the device, octal.
+    #[arg(long, default_value = "0444", value_parser = parse_octal)]
+    pub mode: u16,
+    /// CUSE: group owning `/dev/<dev-name>` (with e.g. --mode 0440).
+    #[arg(long, value_name = "NAME")]
+    pub group: Option<String>,
+    /// Nominal CPU clock in MHz for cycle approximations and pr_cycle
+    /// (default: /proc/cpuinfo).
+    #[arg(long)]
+    pub cpu_mhz: Option<f64>,
+    /// Members of this group may count system-wide, like CAP_PERFMON.
+    #[arg(long)]
+    pub allow_group: Option<String>,
+    /// Site event map binding Alpha events to raw host events
+    /// (default: /etc/pfm/events.map if it exists).
+    #[arg(long)]
+    pub event_map: Option<PathBuf>,
+    /// Largest PC-profile histogram one open may allocate, in bytes (ENOMEM past it).
+    #[arg(long, default_value_t = 64 << 20)]
+    pub max_profile_bytes: u64,
+    /// Profile memory of all opens together, bytes (a profile counts twice
+    /// its buckets: a read may keep a copy). ENOMEM past it.
+    #[arg(long, default_value_t = 1 << 30, help_heading = "Budgets")]
+    pub profile_memory_total: u64,
+    /// Profile memory of one user's opens, bytes. ENOMEM past it.
+    #[arg(long, default_value_t = 256 << 20, help_heading = "Budgets")]
+    pub profile_memory_per_user: u64,
+    /// perf descriptors the daemon opens for all callers. EBUSY past it.
+    #[arg(long, default_value_t = 4096, help_heading = "Budgets")]
+    pub perf_fds_total: u64,
+    /// perf descriptors for one user's opens. EBUSY past it.
+    #[arg(long, default_value_t = 1024, help_heading = "Budgets")]
+    pub perf_fds_per_user: u64,
+    /// perf ring-buffer memory of all samplers, bytes. ENOMEM past it.
+    #[arg(long, default_value_t = 256 << 20, help_heading = "Budgets")]
+    pub ring_memory_total: u64,
+    /// perf ring-buffer memory of one user's samplers, bytes. ENOMEM past it.
+    #[arg(long, default_value_t = 64 << 20, help_heading = "Budgets")]
+    pub ring_memory_per_user: u64,
+    /// Threads one open may give the PME bit (PCNTLOGSELECT). ENOSPC past it.
+    #[arg(long, default_value_t = 256, help_heading = "Budgets")]
+    pub max_pme_threads: usize,
+    /// FUSE transport: serve over io_uring, one queue per CPU served on
+    /// that CPU (auto: where /sys/module/fuse/parameters/enable_uring is Y
+    /// and pfmd may run on every CPU; else the classic loop). `off`: the
+    /// classic loop.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub fuse_uring: crate::transport::fuse_uring::UringChoice,
+    /// Reader threads (FUSE and CUSE).
+    #[arg(long, default_value_t = 4)]
+    pub threads: usize,
+    /// Print the active model's events and what this host counts for each, then exit.
+    #[arg(long)]
+    pub list_events: bool,
+    /// With --list-events: print the listing as JSON.
+    #[arg(long, requires = "list_events")]
+    pub json: bool,
+    /// Print the current event mapping in the --event-map file format, then exit.
+    #[arg(long)]
+    pub print_event_map: bool,
+}
+
+impl Args {
+    pub fn limits(&self) -> crate::device::budget::Limits {
+        crate::device::budget::Limits::new(
+            (self.profile_memory_total, self.profile_memory_per_user),
+            (self.perf_fds_total, self.perf_fds_per_user),
+            (self.ring_memory_total, self.ring_memory_per_user),
+            self.max_pme_threads,
+        )
+    }
+}
+
+fn parse_octal(text: &str) -> Result<u16, String> {
+    u16::from_str_radix(text.trim_start_matches("0o"), 8)
+        .ok()
+        .filter(|m| *m <= 0o7777)
+        .ok_or_else(|| format!("{text:?} is not an octal mode"))
+}
+
+pub fn main() -> ExitCode {
+    let args = Args::parse();
+    let listing = args.list_events || args.print_event_map;
+    // A listing prints its answer on stdout and nothing on stderr unless
+    // something is wrong; the daemon logs its life at INFO. Colour only on
+    // a terminal, and never with NO_COLOR set.
+    let default_level = if listing { "warn" } else { "info" };
+    let colour = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level)),
+        )
+        .with_ansi(colour)
+        .with_writer(std::io::stderr)
+        .init();
+    let result = if listing {
+        listing::run(&args)
+    } else {
+        daemon::run(&args)
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            // On stderr, where the journal picks it up too.
+            eprintln!("pfmd: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Why pfmd could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("{0}")]
+    Config(String),
+    #[error("{what}: {source}")]
+    Io {
+        what: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("event map {}: {source}", path.display())]
+    EventMap {
+        path: PathBuf,
+        #[source]
+        source: pfm_model::EventMapError,
+    },
+    #[error(transparent)]
+    Cuse(#[from] crate::transport::cuse::CuseError),
+    #[error(transparent)]
+    FuseUring(#[from] crate::transport::fuse_uring::FuseUringError),
+}
+
+impl StartError {
+    fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> StartError {
+        let what = what.into();
+        move |source| StartError::Io { what, source }
+    }
+}

@@ -1,0 +1,462 @@
+//! The transport-free device: typed requests from a caller in, data or an
+//! errno out. Transports (FUSE, CUSE) only translate to and from it.
+//!
+//! State is laid out so that no request of one open waits on another open's
+//! work:
+//! - the open table is read-mostly (an `RwLock` held only to find or insert
+//!   a file); each open has its own lock, under which its own perf work runs;
+//! - the driver counts of a CPU are checked out by the open that holds the
+//!   CPU and go back to the [`store`] at close, so a request touches no
+//!   shared counts;
+//! - the store (CPU holders, counts not checked out, the carried selection)
+//!   is locked only for bookkeeping at open, close and selection changes,
+//!   never around perf calls, `/proc` reads or copies.
+
+pub mod budget;
+mod counters;
+mod error;
+mod histogram;
+pub mod memory;
+mod open_file;
+mod profiling;
+mod requests;
+mod selection;
+mod session;
+mod store;
+mod tally;
+
+#[cfg(test)]
+pub(crate) mod test_fixtures;
+#[cfg(test)]
+mod tests;
+
+pub use error::DeviceError;
+
+use crate::backend::Backend;
+use crate::policy::{Caller, SecurityPolicy};
+use open_file::{OpenFile, Opening};
+use pfm_abi::{OpenMode, Request, numbers};
+use pfm_model::{EventMap, Implementation, Model};
+use session::Session;
+use std::collections::HashMap;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use store::Store;
+
+pub type FileId = u64;
+
+/// PCNTCALLER ranges a kernel profile may have (docs/device.md §6).
+pub const MAX_CALLER_RANGES: usize = 4;
+
+/// Fixed facts the device is built with.
+#[derive(Debug, Clone)]
+pub struct DeviceConfig {
+    pub implementation: Implementation,
+    /// Nominal clock in kHz, for `pr_cycle` and cycle approximations.
+    pub cpu_khz: u64,
+    /// `sysconf(_SC_NPROCESSORS_CONF)`: the length of an EACH-mode array.
+    pub configured_cpus: usize,
+    pub online_cpus: Vec<u32>,
+    pub policy: SecurityPolicy,
+    pub event_map: EventMap,
+    /// Largest profile histogram one open may allocate (`--max-profile-bytes`).
+    pub max_profile_bytes: u64,
+    /// What all opens together, and each user's, may take.
+    pub limits: budget::Limits,
+    /// Kernel text `[_stext, _etext)` from /proc/kallsyms, if readable.
+    pub kernel_text: Option<(u64, u64)>,
+}
+
+/// Bytes to store at an address the caller passed (pointer arguments).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallerStore {
+    pub addr: u64,
+    pub bytes: Vec<u8>,
+}
+
+/// A successful ioctl: `out` is copied back through the ioctl's own argument
+/// (`_IOR`), `store` is written at the caller's pointer.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct IoctlReply {
+    pub out: Vec<u8>,
+    pub store: Option<CallerStore>,
+}
+
+impl IoctlReply {
+    fn none() -> Self {
+        IoctlReply::default()
+    }
+    fn out(bytes: &[u8]) -> Self {
+        IoctlReply {
+            out: bytes.to_vec(),
+            store: None,
+        }
+    }
+    pub(crate) fn store(addr: u64, bytes: Vec<u8>) -> Self {
+        IoctlReply {
+            out: Vec::new(),
+            store: Some(CallerStore { addr, bytes }),
+        }
+    }
+}
+
+/// One open file: its own lock, taken by its own requests only, and whether
+/// a descriptor of it was closed (FUSE FLUSH) since its last request, kept
+/// apart so that looking at it never waits on the open's work.
+struct Slot {
+    file: Mutex<OpenFile>,
+    closing: std::sync::atomic::AtomicBool,
+}
+
+type FileSlot = Arc<Slot>;
+
+pub struct Device {
+    config: DeviceConfig,
+    model: &'static Model,
+    backend: Arc<dyn Backend>,
+    files: RwLock<HashMap<FileId, FileSlot>>,
+    next_id: AtomicU64,
+    store: Store,
+    budgets: budget::Budgets,
+}
+
+/// Locks `mutex`, taking over a lock a panicking request left behind: the
+/// panic was answered with `EIO` and the state it guards stays consistent
+/// enough to serve (each request leaves it whole or returns early).
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Runs one request, answering a panic inside it with `EIO` instead of
+/// losing the thread that serves it (and every later request with it).
+fn contained<T>(
+    what: &str,
+    work: impl FnOnce() -> Result<T, DeviceError>,
+) -> Result<T, DeviceError> {
+    catch_unwind(AssertUnwindSafe(work)).unwrap_or_else(|panic| {
+        let why = panic
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "a panic".into());
+        tracing::error!(request = what, "request failed with a bug in pfmd: {why}");
+        Err(DeviceError::Internal(format!("{what}: {why}")))
+    })
+}
+
+impl Device {
+    pub fn new(config: DeviceConfig, backend: Arc<dyn Backend>) -> Self {
+        let slots = config.configured_cpus.max(
+            config
+                .online_cpus
+                .iter()
+                .map(|&c| c as usize + 1)
+                .max()
+                .unwrap_or(0),
+        );
+        let model = Model::of(config.implementation);
+        Device {
+            store: Store::new(slots, model.first_periods),
+            budgets: budget::Budgets::new(config.limits.clone()),
+            config,
+            model,
+            backend,
+            files: RwLock::new(HashMap::new()),
+            next_id: AtomicU64::new(1),
+        }
+    }
+
+    pub fn config(&self) -> &DeviceConfig {
+        &self.config
+    }
+
+    fn file(&self, id: FileId) -> Result<FileSlot, DeviceError> {
+        self.files
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&id)
+            .cloned()
+            .ok_or_else(|| DeviceError::invalid("no such open file"))
+    }
+
+    /// `open(2)`: `flags` are the open flags carrying the mode bits. Never
+    /// waits: a device held by someone else is an immediate `EBUSY`.
+    pub fn open(&self, caller: &Caller, flags: i32) -> Result<FileId, DeviceError> {
+        let result = contained("open", || self.open_file(caller, flags));
+        if let Err(e) = &result {
+            tracing::debug!(tid = caller.tid(), errno = %e.errno(), "open refused: {e}");
+            note_refusal(caller, e);
+        }
+        result
+    }
+
+    fn open_file(&self, caller: &Caller, flags: i32) -> Result<FileId, DeviceError> {
+        let mode = OpenMode::from_open_flags(flags);
+        // A device held by another open is refused before anything costs:
+        // a loop of refused opens reads no /proc and probes nothing.
+        if mode != OpenMode::One
+            && let Some(holder) = self.store.holders_of(&self.config.online_cpus).first()
+        {
+            return Err(DeviceError::Busy(format!(
+                "the device is held by another open ({holder})"
+            )));
+        }
+        // Everything slow happens before the store is locked: the /proc
+        // read and the probe for another perf user of the counters.
+        let creds = caller.credentials()?;
+        let cpus = match mode {
+            OpenMode::One => match creds.cpus_allowed.as_slice() {
+                [cpu] if self.config.online_cpus.contains(cpu) => vec![*cpu],
+                allowed => {
+                    return Err(DeviceError::invalid(format!(
+                        "PCNTOPENONE needs the caller bound to exactly one CPU; tid {} may run on {allowed:?}",
+                        caller.tid()
+                    )));
+                }
+            },
+            OpenMode::Each | OpenMode::All => self.config.online_cpus.clone(),
+        };
+        // A device held by another open is refused before the probe, which
+        // sleeps: a loop of refused opens must cost nothing.
+        if let Some(holder) = self.store.holders_of(&cpus).first() {
+            return Err(DeviceError::Busy(format!(
+                "the device is held by another open ({holder})"
+            )));
+        }
+        let shared = if self.backend.hardware_contended(&cpus) {
+            if !self.config.policy.trusted(creds) {
+                return Err(DeviceError::Busy(
+                    "another tool is using the performance counters".into(),
+                ));
+            }
+            tracing::warn!(
+                tid = caller.tid(),
+                "another perf user holds the hardware counters: privileged open shares them by multiplexing; counts are scaled"
+            );
+            true
+        } else {
+            false
+        };
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let checkout =
+            self.store
+                .check_out(id, creds.euid, &cpus, now_cycles(self.config.cpu_khz))?;
+        let file = OpenFile::new(
+            Opening {
+                tgid: creds.tgid,
+                uid: creds.euid,
+                mode,
+                cpus,
+                tallies: checkout.tallies,
+                state: checkout.state,
+                shared,
+            },
+            self.store.slots(),
+        );
+        self.files
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(
+                id,
+                Arc::new(Slot {
+                    file: Mutex::new(file),
+                    closing: std::sync::atomic::AtomicBool::new(false),
+                }),
+            );
+        tracing::debug!(file = id, tid = caller.tid(), ?mode, "opened");
+        Ok(id)
+    }
+
+    /// `close(2)` of one descriptor of an open file (FUSE FLUSH). The
+    /// release that follows the last close comes later and on its own (FUSE
+    /// sends it after `close(2)` has returned), so an open right after may
+    /// find the device still held: see [`Device::release_in_flight`].
+    ///
+    /// Reads nothing from `/proc`: a FLUSH can come from a thread in the
+    /// middle of `execve` (closing its close-on-exec descriptors) that holds
+    /// locks `/proc` needs, and waits for this very reply.
+    pub fn flush(&self, id: FileId, _caller: &Caller) {
+        if let Ok(slot) = self.file(id) {
+            slot.closing.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// True when every open holding CPUs that an open by `caller` in
+    /// `flags`' mode needs had a descriptor closed since its last request:
+    /// its release is probably on the way (a process that exits, or closes
+    /// and opens again), and a transport may wait for it a little instead
+    /// of answering `EBUSY` at once. Never true for a holder still at work.
+    pub fn release_in_flight(&self, caller: &Caller, flags: i32) -> bool {
+        let cpus = match OpenMode::from_open_flags(flags) {
+            OpenMode::One => match caller.credentials() {
+                Ok(creds) => creds.cpus_allowed.clone(),
+                Err(_) => return false,
+            },
+            OpenMode::Each | OpenMode::All => self.config.online_cpus.clone(),
+        };
+        // No holder any more: the release landed between the refusal and
+        // now, and a retry succeeds at once.
+        // A holder already out of the open table is being released now.
+        self.store.holders_of(&cpus).iter().all(|id| {
+            self.file(*id)
+                .map_or(true, |slot| slot.closing.load(Ordering::Relaxed))
+        })
+    }
+
+    /// Blocks until some open is released or `timeout` passes.
+    pub fn wait_for_release(&self, timeout: std::time::Duration) {
+        self.store.wait_for_release(timeout);
+    }
+
+    /// Last close of an open file: interrupts off, host events stopped, CPUs
+    /// free. The counts go back to the device.
+    pub fn release(&self, id: FileId) {
+        let _ = contained("release", || {
+            let removed = self
+                .files
+                .write()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(&id);
+            let Some(slot) = removed else {
+                return Ok(());
+            };
+            let mut file = lock(&slot.file);
+            if let Err(e) = file.stop_counting(self.config.cpu_khz) {
+                tracing::warn!(file = id, "final read on close failed: {e}");
+            }
+            self.store
+                .check_in(id, file.opener.uid, &file.opener.cpus, &file.tallies);
+            tracing::debug!(file = id, pid = file.opener.tgid, "closed");
+            let freed = file.sampled.profile_charge.is_some();
+            drop(file);
+            drop(slot);
+            if freed {
+                memory::return_freed_memory();
+            }
+            Ok(())
+        });
+    }
+
+    /// `read(2)`: the profile buckets from byte 0 on every call, whatever the
+    /// file offset (docs/device.md §6). A large read reaches us in pieces
+    /// whose offsets count up from 0 within the call; the piece at offset 0
+    /// takes the snapshot every later piece of the same call is served
+    /// from. Copies only the bytes returned.
+    pub fn read(
+        &self,
+        id: FileId,
+        _caller: &Caller,
+        offset: u64,
+        size: u32,
+    ) -> Result<Vec<u8>, DeviceError> {
+        contained("read", || {
+            let slot = self.file(id)?;
+            let mut file = lock(&slot.file);
+            // A piece past 0 with no snapshot belongs to a call whose
+            // snapshot another call on the same descriptor (another thread)
+            // replaced or finished: serve it from a new one rather than
+            // short. Calls of one reader at a time are never torn.
+            if offset == 0 || file.sampled.read_snapshot.is_none() {
+                file.drain_samples();
+                let snapshot = file.sampled.histograms.lock().profile_snapshot();
+                file.sampled.read_snapshot = Some(snapshot);
+            }
+            let offset = usize::try_from(offset).unwrap_or(usize::MAX);
+            let Some(snapshot) = &file.sampled.read_snapshot else {
+                return Ok(Vec::new());
+            };
+            let bytes = snapshot.bytes(offset, size as usize);
+            if offset.saturating_add(bytes.len()) >= snapshot.byte_len() {
+                // The call has everything: the snapshot's chunks go back to
+                // being the live buckets' alone.
+                file.sampled.read_snapshot = None;
+            }
+            Ok(bytes)
+        })
+    }
+
+    /// `write(2)`: the device has none, like a character driver without a
+    /// write method.
+    pub fn write(&self, _id: FileId) -> Result<usize, DeviceError> {
+        Err(DeviceError::invalid("the device has no write method"))
+    }
+
+    /// `mmap(2)`: the device has no memory to map (`ENODEV`, as a character
+    /// driver without an mmap method).
+    pub fn mmap(&self, _id: FileId) -> Result<(), DeviceError> {
+        Err(DeviceError::NoDevice("the device cannot be mapped".into()))
+    }
+
+    /// One ioctl, decoded from its number and input bytes.
+    pub fn ioctl(
+        &self,
+        id: FileId,
+        caller: &Caller,
+        cmd: u32,
+        data: &[u8],
+    ) -> Result<IoctlReply, DeviceError> {
+        let name = numbers::name(cmd).unwrap_or("?");
+        let result = contained(name, || {
+            let request = pfm_abi::decode(cmd, data)?;
+            self.request(id, caller, request)
+        });
+        match &result {
+            Ok(_) => tracing::trace!(file = id, tid = caller.tid(), cmd = name, "ioctl"),
+            Err(e) => {
+                tracing::debug!(
+                    file = id,
+                    tid = caller.tid(),
+                    cmd = name,
+                    errno = %e.errno(),
+                    "ioctl refused: {e}"
+                );
+                note_refusal(caller, e);
+            }
+        }
+        result
+    }
+
+    /// One typed request.
+    pub fn request(
+        &self,
+        id: FileId,
+        caller: &Caller,
+        request: Request,
+    ) -> Result<IoctlReply, DeviceError> {
+        let family = self.model.family();
+        if let Some(wanted) = request.family().filter(|f| *f != family) {
+            return Err(DeviceError::invalid(format!(
+                "{wanted:?} ioctl on a device emulating {}",
+                self.config.implementation
+            )));
+        }
+        let slot = self.file(id)?;
+        slot.closing.store(false, Ordering::Relaxed);
+        let mut file = lock(&slot.file);
+        Session {
+            device: self,
+            file: &mut file,
+            caller,
+        }
+        .serve(request)
+    }
+}
+
+/// Tallies a refusal for the per-user log summary (the uid only when the
+/// request already read it: no /proc read just for the log).
+fn note_refusal(caller: &Caller, e: &DeviceError) {
+    let uid = caller.known_credentials().map_or(u32::MAX, |c| c.euid);
+    crate::logging::refused(uid, e.errno_name());
+}
+
+/// The host cycle stamp: CLOCK_MONOTONIC nanoseconds at the nominal clock.
+fn now_cycles(khz: u64) -> u64 {
+    // CLOCK_MONOTONIC cannot fail on Linux; 0 would only make pr_cycle stale.
+    let ns = nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC)
+        .map(|ts| ts.tv_sec() as u128 * 1_000_000_000 + ts.tv_nsec() as u128)
+        .unwrap_or(0);
+    (ns * khz as u128 / 1_000_000) as u64
+}

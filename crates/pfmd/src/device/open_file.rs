@@ -1,0 +1,712 @@
+//! One open of the device: its mode and CPUs, what it selected, the host
+//! events that count for it while it is enabled, and the driver counts of
+//! its CPUs, which it holds while it is open (they go back to the device's
+//! store at close, so they survive close and reopen).
+
+use super::DeviceError;
+use super::budget::{Budgets, Charge, Resource};
+use super::histogram::{Histograms, SharedHistograms, TickSink};
+use super::tally::{CpuTally, MAX_COUNTERS, Tally};
+use crate::backend::{
+    Backend, BackendError, CountingGroup, GroupSpec, ModeFilter, SamplerSpec, SamplingStream,
+    Target,
+};
+use nix::errno::Errno;
+use pfm_abi::{Items, OpenMode};
+use pfm_model::{CounterSetting, HostEvent, ResolvedEvent, Scale, evaluate};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+/// Whose activity is counted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    LogAll,
+    LogSelect,
+}
+
+/// A counter's selected event, resolved against the host, and its period.
+#[derive(Debug, Clone)]
+pub struct Selected {
+    pub resolved: ResolvedEvent,
+    pub period: u64,
+}
+
+/// The counter registers as the model's ioctls leave them: what each counter
+/// selects, its period, and whether its enable is on. The selection and
+/// periods outlive an open, as the chip's mux does; the enables start on in
+/// every open (see [`CounterState::reopened`]).
+///
+/// A counter counts while the open is enabled (`PCNTRENABLE`, or a family's
+/// `ENABLE`/`RESTART`/`ENABWRITE`), its setting is selected and intrinsically
+/// enabled, and its `on` bit is set. `on` is what `PCNT5DISABLE`/`PCNT6DISABLE`
+/// clear and `PCNT5ENABLE`/`RESTART`/`PCNT6ENABWRITE` set; on EV4 it is the
+/// complement of the `iccsr_disable` bits. Only counters that count are ever
+/// resolved against the host (docs/device.md §5).
+#[derive(Debug, Clone, Default)]
+pub struct Registers {
+    /// The model's validated selection per counter.
+    pub settings: [Option<CounterSetting>; MAX_COUNTERS],
+    /// Per-counter enables.
+    pub on: [bool; MAX_COUNTERS],
+    /// Events per interrupt, as the model's period ioctl (EV5 `PCNT5FREQ`)
+    /// or its mux (EV4) last set them; new selections take them.
+    pub periods: [u64; MAX_COUNTERS],
+    /// EV67 profile-me mode (`PF67_PROFILE_ME_MODE` through `PCNT6MUX`).
+    pub profile_me: bool,
+}
+
+impl Registers {
+    /// Every counter on, nothing selected, the family's first periods.
+    pub fn new(periods: [u64; MAX_COUNTERS]) -> Self {
+        Registers {
+            settings: Default::default(),
+            on: [true; MAX_COUNTERS],
+            periods,
+            profile_me: false,
+        }
+    }
+
+    /// The settings of the counters that count when the open is enabled.
+    pub fn effective(&self) -> [Option<CounterSetting>; MAX_COUNTERS] {
+        let mut out = self.settings;
+        for (slot, on) in out.iter_mut().zip(self.on) {
+            if !on || slot.is_some_and(|s| !s.enabled) {
+                *slot = None;
+            }
+        }
+        out
+    }
+}
+
+/// What a new open starts from: the last registers and their resolution.
+#[derive(Debug, Clone, Default)]
+pub struct CounterState {
+    pub registers: Registers,
+    pub counters: [Option<Selected>; MAX_COUNTERS],
+}
+
+impl CounterState {
+    /// What a new open starts from. The selection of the counters that were
+    /// counting carries over, as the chip's mux keeps its value; every enable
+    /// is on again, so no open inherits another's PCNT?DISABLE; a counter that
+    /// was selected but off (never resolved) starts with nothing selected.
+    pub fn reopened(&self) -> CounterState {
+        let mut registers = self.registers.clone();
+        registers.on = [true; MAX_COUNTERS];
+        for (setting, counter) in registers.settings.iter_mut().zip(&self.counters) {
+            if counter.is_none() {
+                *setting = None;
+            }
+        }
+        CounterState {
+            registers,
+            counters: self.counters.clone(),
+        }
+    }
+}
+
+struct LiveGroup {
+    cpu: u32,
+    target: Target,
+    events: Vec<HostEvent>,
+    group: Box<dyn CountingGroup>,
+    /// Scaled cumulative counts already folded into the tallies.
+    baseline: Vec<u64>,
+}
+
+/// Who opened the file and what it holds: fixed for the open's life.
+pub struct Opener {
+    /// The process that opened it, for the log.
+    pub tgid: i32,
+    /// The user that opened it: counts and settings are kept per user.
+    pub uid: u32,
+    pub mode: OpenMode,
+    /// The CPUs this open holds, in order.
+    pub cpus: Vec<u32>,
+    /// Sharing the hardware counters with another perf user (privileged reset
+    /// of a busy device): counts are scaled.
+    pub shared: bool,
+}
+
+/// What the open's ioctls set. The host events follow from it
+/// ([`OpenFile::host_plan`]); every change goes through the session's
+/// `reconfigure`, which rebuilds or switches them.
+pub struct Settings {
+    pub items: Items,
+    /// EV67 profile-me statistic (`PCNTSETITEMS` bits 8..15).
+    pub statistic: u64,
+    pub scope: Scope,
+    pub enabled: bool,
+    /// Threads that got the PME bit through this open (PCNTLOGSELECT).
+    pub pme: BTreeSet<i32>,
+    /// False once a LOGSELECT caller was not allowed kernel-mode counting:
+    /// then only user mode is counted (docs/device.md §8).
+    pub kernel_allowed: bool,
+    /// The model's counter registers; `counters` is their resolution.
+    pub registers: Registers,
+    pub counters: [Option<Selected>; MAX_COUNTERS],
+    /// Modes `PCNT5CTXTS` asked for; `None` counts every mode.
+    pub contexts: Option<ModeFilter>,
+    /// Instructions per profile bucket for PCNTSETUADDR/KADDR (last stride set).
+    pub stride: u64,
+}
+
+/// What sampling fills, and what it costs.
+pub struct Sampled {
+    /// IPL histograms and profile buckets, shared with the sampler thread.
+    pub histograms: Arc<SharedHistograms>,
+    /// The snapshot one read(2) call is served from (docs/device.md §6).
+    pub read_snapshot: Option<super::histogram::BucketSnapshot>,
+    /// The budget the profile buckets are charged to.
+    pub profile_charge: Option<Charge>,
+    /// Per counter: Alpha events per sample (`period x weight`) of the last
+    /// sampling run.
+    pub sample_period: [u64; MAX_COUNTERS],
+}
+
+/// The host events counting and sampling for the open, and their budget.
+#[derive(Default)]
+struct HostEvents {
+    groups: Vec<LiveGroup>,
+    samplers: Vec<Box<dyn SamplingStream>>,
+    host_charges: Vec<Charge>,
+}
+
+pub struct OpenFile {
+    pub opener: Opener,
+    pub settings: Settings,
+    /// The driver counts, indexed by CPU number; only the entries of the
+    /// opener's CPUs are this open's (the rest stay default).
+    pub tallies: Vec<CpuTally>,
+    pub sampled: Sampled,
+    host: HostEvents,
+}
+
+/// See [`OpenFile::host_plan`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostPlan {
+    counters: Vec<Option<(Vec<pfm_model::Term>, u64)>>,
+    items: Items,
+    scope: Scope,
+    pme: Vec<i32>,
+    modes: ModeFilter,
+    shared: bool,
+    callchain: bool,
+}
+
+/// How one counter is sampled: which host event, every how many host events,
+/// and the weight (ticks per sample) that keeps totals in interrupt units.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SamplingPlan {
+    pub event: HostEvent,
+    pub host_period: u64,
+    pub weight: u64,
+}
+
+/// The kernel floor on a cpu-clock/task-clock sample period (hrtimer), ns.
+const MIN_CLOCK_PERIOD_NS: u64 = 10_000;
+
+/// Plans sampling for one counter: an Alpha period of `period` events is
+/// `period` host events through the formula's first positive term; when that
+/// would exceed a quarter of the host's sample-rate budget (several samplers
+/// share a CPU), sample every `weight` periods instead and count each sample
+/// `weight` times (docs/device.md §6).
+pub fn sampling_plan(selected: &Selected, khz: u64, max_sample_rate: u64) -> Option<SamplingPlan> {
+    let term = selected.resolved.terms.iter().find(|t| match t.scale {
+        Scale::Ratio { num, den } => num > 0 && den > 0,
+        Scale::NsToCycles => true,
+    })?;
+    let khz = khz.max(1) as u128;
+    let host_events = |periods: u64| -> u64 {
+        let alpha = selected.period as u128 * periods as u128;
+        let host = match term.scale {
+            Scale::NsToCycles => (alpha * 1_000_000).div_ceil(khz),
+            Scale::Ratio { num, den } => (alpha * den as u128).div_ceil(num as u128),
+        };
+        host.clamp(1, u64::MAX as u128) as u64
+    };
+    let clock = matches!(term.event, HostEvent::CpuClock | HostEvent::TaskClock);
+    // Host events per second on one CPU, at most.
+    let rate: u128 = match term.event {
+        HostEvent::CpuClock | HostEvent::TaskClock => 1_000_000_000,
+        HostEvent::Instructions => 4 * khz * 1000,
+        _ => khz * 1000,
+    };
+    let budget = (max_sample_rate / 4).max(1) as u128;
+    let floor = if clock {
+        MIN_CLOCK_PERIOD_NS as u128
+    } else {
+        1
+    };
+    let min_host_period = rate.div_ceil(budget).max(floor);
+    let per_period = host_events(1) as u128;
+    let weight = min_host_period.div_ceil(per_period).max(1) as u64;
+    Some(SamplingPlan {
+        event: term.event,
+        host_period: host_events(weight),
+        weight,
+    })
+}
+
+pub fn host_error(e: BackendError) -> DeviceError {
+    match e {
+        BackendError::Unschedulable => DeviceError::Busy(e.to_string()),
+        BackendError::Open { errno, .. } | BackendError::Io { errno, .. } => {
+            DeviceError::Host(e.to_string(), errno)
+        }
+    }
+}
+
+/// Who opened a file and what it was given.
+pub struct Opening {
+    pub tgid: i32,
+    pub uid: u32,
+    pub mode: OpenMode,
+    pub cpus: Vec<u32>,
+    /// The counts of `cpus` (indexed by CPU number, `cpu_slots` long).
+    pub tallies: Vec<CpuTally>,
+    pub state: CounterState,
+    pub shared: bool,
+}
+
+impl OpenFile {
+    pub fn new(opening: Opening, cpu_slots: usize) -> Self {
+        let Opening {
+            tgid,
+            uid,
+            mode,
+            cpus,
+            tallies,
+            state,
+            shared,
+        } = opening;
+        let histograms = Histograms::new(mode == OpenMode::Each, cpu_slots);
+        OpenFile {
+            opener: Opener {
+                tgid,
+                uid,
+                mode,
+                cpus,
+                shared,
+            },
+            settings: Settings {
+                items: Items::COUNTERS,
+                statistic: 0,
+                scope: Scope::LogAll,
+                enabled: false,
+                pme: BTreeSet::new(),
+                kernel_allowed: true,
+                registers: state.registers,
+                counters: state.counters,
+                contexts: None,
+                stride: 4,
+            },
+            tallies,
+            sampled: Sampled {
+                histograms: Arc::new(SharedHistograms::new(histograms)),
+                read_snapshot: None,
+                profile_charge: None,
+                sample_period: [0; MAX_COUNTERS],
+            },
+            host: HostEvents::default(),
+        }
+    }
+
+    /// Delivers every sample taken so far into the histograms.
+    pub fn drain_samples(&mut self) {
+        for sampler in &mut self.host.samplers {
+            sampler.drain();
+        }
+    }
+
+    fn sampling_wanted(&self) -> bool {
+        self.settings.items.sampled()
+    }
+
+    /// Everything the host events of this open depend on. While it stays the
+    /// same, a settings change keeps the events (and every thread they
+    /// already follow) and only switches them on or off.
+    pub fn host_plan(&self) -> HostPlan {
+        HostPlan {
+            counters: self
+                .settings
+                .counters
+                .iter()
+                .map(|c| c.as_ref().map(|s| (s.resolved.terms.clone(), s.period)))
+                .collect(),
+            items: self.settings.items,
+            scope: self.settings.scope,
+            pme: self.settings.pme.iter().copied().collect(),
+            modes: self.modes(),
+            shared: self.opener.shared,
+            callchain: self
+                .sampled
+                .histograms
+                .lock()
+                .profile
+                .as_ref()
+                .is_some_and(|p| p.caller_mode),
+        }
+    }
+
+    fn targets(&self) -> Vec<Target> {
+        match self.settings.scope {
+            Scope::LogAll => vec![Target::AllTasks],
+            Scope::LogSelect => self
+                .settings
+                .pme
+                .iter()
+                .map(|&tid| Target::Thread(tid))
+                .collect(),
+        }
+    }
+
+    pub fn counting(&self) -> bool {
+        !self.host.groups.is_empty() || !self.host.samplers.is_empty()
+    }
+
+    pub fn modes(&self) -> ModeFilter {
+        Self::modes_for(
+            self.settings.scope,
+            self.settings.kernel_allowed,
+            self.settings.contexts,
+        )
+    }
+
+    /// The modes counted: those the contexts ask for (all by default), less
+    /// kernel and hypervisor mode for a LOGSELECT caller not allowed them.
+    pub fn modes_for(
+        scope: Scope,
+        kernel_allowed: bool,
+        contexts: Option<ModeFilter>,
+    ) -> ModeFilter {
+        let wanted = contexts.unwrap_or(ModeFilter::ALL);
+        if scope == Scope::LogSelect && !kernel_allowed {
+            ModeFilter {
+                user: wanted.user,
+                kernel: false,
+                hypervisor: false,
+            }
+        } else {
+            wanted
+        }
+    }
+
+    /// Events each selected counter counted per CPU since the last fold.
+    /// With `fold`, the baselines move so the same events are not seen twice.
+    pub fn pending_events(
+        &mut self,
+        khz: u64,
+        fold: bool,
+    ) -> Result<BTreeMap<u32, [u64; MAX_COUNTERS]>, DeviceError> {
+        let mut per_cpu: BTreeMap<u32, [u64; MAX_COUNTERS]> = BTreeMap::new();
+        for live in &mut self.host.groups {
+            let now = live.counts(self.opener.shared)?;
+            let entry = per_cpu.entry(live.cpu).or_default();
+            for (slot, selected) in entry.iter_mut().zip(&self.settings.counters) {
+                let Some(selected) = selected else { continue };
+                *slot += evaluate(&selected.resolved.terms, khz, |event| {
+                    live.events
+                        .iter()
+                        .position(|e| e == event)
+                        .map_or(0, |k| now[k].saturating_sub(live.baseline[k]))
+                });
+            }
+            if fold {
+                live.baseline = now;
+            }
+        }
+        Ok(per_cpu)
+    }
+
+    /// The tallies of `cpu` as they stand with this open's pending events.
+    pub fn projected(
+        &self,
+        tally: &CpuTally,
+        pending: Option<&[u64; MAX_COUNTERS]>,
+    ) -> [Tally; MAX_COUNTERS] {
+        let mut out = tally.counters;
+        for (i, selected) in self.settings.counters.iter().enumerate() {
+            if let (Some(selected), Some(events)) = (selected, pending) {
+                out[i] = out[i].with(events[i], selected.period);
+            }
+        }
+        out
+    }
+
+    /// Folds the pending events into the tallies and the pending samples
+    /// into the histograms. After it, both hold everything counted so far.
+    pub fn fold(&mut self, khz: u64) -> Result<(), DeviceError> {
+        self.drain_samples();
+        for (cpu, events) in self.pending_events(khz, true)? {
+            if let Some(cpu_tally) = self.tallies.get(cpu as usize) {
+                let counters = self.projected(cpu_tally, Some(&events));
+                self.tallies[cpu as usize].counters = counters;
+            }
+        }
+        Ok(())
+    }
+
+    /// Folds, then closes the host events.
+    pub fn stop_counting(&mut self, khz: u64) -> Result<(), DeviceError> {
+        let folded = self.fold(khz);
+        self.host.samplers.clear();
+        self.host.groups.clear();
+        self.host.host_charges.clear();
+        folded
+    }
+
+    /// Switches every host event of this open on or off, keeping them open.
+    pub fn set_running(&mut self, on: bool) -> Result<(), DeviceError> {
+        for live in &mut self.host.groups {
+            if on {
+                live.group.enable()
+            } else {
+                live.group.disable()
+            }
+            .map_err(host_error)?;
+        }
+        for sampler in &mut self.host.samplers {
+            if on {
+                sampler.enable()
+            } else {
+                sampler.disable()
+            }
+            .map_err(host_error)?;
+        }
+        Ok(())
+    }
+
+    /// Opens the host events this open's settings call for: one group per
+    /// CPU and target, holding every host event the counting counters need,
+    /// so formulas see one consistent read; and the samplers. They run only
+    /// while the open is enabled.
+    pub fn start_counting(
+        &mut self,
+        backend: &dyn Backend,
+        budgets: &Budgets,
+        khz: u64,
+    ) -> Result<(), DeviceError> {
+        debug_assert!(self.host.groups.is_empty() && self.host.samplers.is_empty());
+        let result = self
+            .charge_host_events(backend, budgets)
+            .and_then(|()| self.start_groups(backend))
+            .and_then(|()| self.start_samplers(backend, khz));
+        if result.is_err() {
+            self.host.groups.clear();
+            self.host.samplers.clear();
+            self.host.host_charges.clear();
+        }
+        result
+    }
+
+    /// Charges the descriptors and ring memory the host events of the
+    /// current settings will take, before any is opened.
+    fn charge_host_events(
+        &mut self,
+        backend: &dyn Backend,
+        budgets: &Budgets,
+    ) -> Result<(), DeviceError> {
+        let places = (self.targets().len() * self.opener.cpus.len()) as u64;
+        let mut events: Vec<HostEvent> = Vec::new();
+        if self.settings.items.contains(Items::COUNTERS) {
+            for selected in self.settings.counters.iter().flatten() {
+                for term in &selected.resolved.terms {
+                    if !events.contains(&term.event) {
+                        events.push(term.event);
+                    }
+                }
+            }
+        }
+        let samplers = if self.sampling_wanted() {
+            self.settings.counters.iter().flatten().count() as u64 * places
+        } else {
+            0
+        };
+        let descriptors = events.len() as u64 * places + samplers;
+        if descriptors > 0 {
+            self.host.host_charges.push(budgets.charge(
+                self.opener.uid,
+                Resource::PerfDescriptors,
+                descriptors,
+            )?);
+        }
+        if samplers > 0 {
+            let rings = samplers * backend.sampler_ring_bytes();
+            self.host.host_charges.push(budgets.charge(
+                self.opener.uid,
+                Resource::RingBytes,
+                rings,
+            )?);
+        }
+        Ok(())
+    }
+
+    /// One sampler per enabled counter, CPU and target: each sample is one
+    /// counter interrupt for the IPL histogram and the profile.
+    fn start_samplers(&mut self, backend: &dyn Backend, khz: u64) -> Result<(), DeviceError> {
+        if !self.sampling_wanted() {
+            return Ok(());
+        }
+        let callchain = self
+            .sampled
+            .histograms
+            .lock()
+            .profile
+            .as_ref()
+            .is_some_and(|p| p.caller_mode);
+        let max_rate = backend.max_sample_rate();
+        let modes = self.modes();
+        for (i, selected) in self.settings.counters.clone().iter().enumerate() {
+            let Some(selected) = selected else { continue };
+            let Some(plan) = sampling_plan(selected, khz, max_rate) else {
+                return Err(DeviceError::NotSupported(format!(
+                    "{}: no host event to sample for {}",
+                    selected.resolved.event.name, selected.resolved.formula
+                )));
+            };
+            self.sampled.sample_period[i] = selected.period * plan.weight;
+            if plan.weight > 1 {
+                tracing::debug!(
+                    event = selected.resolved.event.name,
+                    period = selected.period,
+                    effective = self.sampled.sample_period[i],
+                    max_sample_rate = max_rate,
+                    "sampling at a larger period than the Alpha's; each sample counts {} interrupts",
+                    plan.weight
+                );
+            }
+            let cpu_wide = self.settings.scope == Scope::LogAll;
+            let sink = Arc::new(
+                TickSink::new(
+                    self.sampled.histograms.clone(),
+                    plan.weight,
+                    plan.host_period,
+                    cpu_wide,
+                )
+                .user_only(modes.user && !modes.kernel && !modes.hypervisor),
+            );
+            for target in self.targets() {
+                for &cpu in &self.opener.cpus.clone() {
+                    let spec = SamplerSpec {
+                        target,
+                        cpu,
+                        event: plan.event,
+                        period: plan.host_period,
+                        modes,
+                        callchain,
+                        read_count: true,
+                        shared: self.opener.shared,
+                    };
+                    let mut sampler = match backend.open_sampler(&spec, sink.clone()) {
+                        Ok(sampler) => sampler,
+                        Err(e) if self.thread_exited(target, &e) => break,
+                        Err(e) => return Err(host_error(e)),
+                    };
+                    if self.settings.enabled {
+                        sampler.enable().map_err(host_error)?;
+                    }
+                    self.host.samplers.push(sampler);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn start_groups(&mut self, backend: &dyn Backend) -> Result<(), DeviceError> {
+        if !self.settings.items.contains(Items::COUNTERS) {
+            return Ok(());
+        }
+        let mut events: Vec<HostEvent> = Vec::new();
+        for selected in self.settings.counters.iter().flatten() {
+            for term in &selected.resolved.terms {
+                if !events.contains(&term.event) {
+                    events.push(term.event);
+                }
+            }
+        }
+        if events.is_empty() {
+            return Ok(());
+        }
+        let modes = self.modes();
+        if !(modes.user || modes.kernel || modes.hypervisor) {
+            return Err(DeviceError::AccessDenied(
+                "the contexts leave no mode this caller may count: kernel and PAL mode of your own threads need perf_event_paranoid <= 1".into(),
+            ));
+        }
+        for target in self.targets() {
+            for &cpu in &self.opener.cpus.clone() {
+                let spec = GroupSpec {
+                    target,
+                    cpu,
+                    events: events.clone(),
+                    modes,
+                    shared: self.opener.shared,
+                };
+                match open_group(backend, &spec, self.settings.enabled) {
+                    Ok(live) => self.host.groups.push(live),
+                    Err(e) if self.thread_exited(target, &e) => break,
+                    Err(e) => return Err(host_error(e)),
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl OpenFile {
+    /// True when `e` says a PME thread has exited (`ESRCH`): it no longer
+    /// counts and is forgotten, and the open goes on with the others. A
+    /// thread that exits between its LOGSELECT and the next settings change
+    /// must not wedge the open.
+    fn thread_exited(&mut self, target: Target, e: &BackendError) -> bool {
+        let (Target::Thread(tid), BackendError::Open { errno, .. }) = (target, e) else {
+            return false;
+        };
+        if *errno != Errno::ESRCH {
+            return false;
+        }
+        tracing::debug!(tid, "PME thread has exited; it no longer counts");
+        self.settings.pme.remove(&tid);
+        true
+    }
+}
+
+impl LiveGroup {
+    /// Cumulative counts. Scaled by time enabled / running only for CPU-wide
+    /// groups sharing counters with another perf user: a per-thread group on
+    /// one CPU is "enabled but not running" whenever its thread runs on
+    /// another CPU, and scaling that would count the thread once per CPU.
+    fn counts(&mut self, shared: bool) -> Result<Vec<u64>, DeviceError> {
+        let reading = self.group.read().map_err(host_error)?;
+        Ok(if shared && self.target == Target::AllTasks {
+            reading.scaled()
+        } else {
+            reading.values
+        })
+    }
+}
+
+fn open_group(
+    backend: &dyn Backend,
+    spec: &GroupSpec,
+    running: bool,
+) -> Result<LiveGroup, BackendError> {
+    let mut group = backend.open_group(spec)?;
+    let reading = group.read()?;
+    let baseline = if spec.shared && spec.target == Target::AllTasks {
+        reading.scaled()
+    } else {
+        reading.values
+    };
+    if running {
+        group.enable()?;
+    }
+    Ok(LiveGroup {
+        cpu: spec.cpu,
+        target: spec.target,
+        events: spec.events.clone(),
+        group,
+        baseline,
+    })
+}

@@ -1,0 +1,159 @@
+//! One request on one open file, with the open locked: the shared steps of
+//! every handler (reconfiguring host events, applying new registers, reading
+//! the counts) live here; the handlers are in `requests`, `counters`,
+//! `selection` and `profiling`.
+
+use super::open_file::{CounterState, OpenFile, Registers, Scope, Selected};
+use super::tally::{MAX_COUNTERS, Tally};
+use super::{Device, DeviceError, IoctlReply, now_cycles};
+use crate::policy::Caller;
+use pfm_model::{CounterSetting, Resolution, resolve};
+
+pub(super) struct Session<'a> {
+    pub device: &'a Device,
+    pub file: &'a mut OpenFile,
+    pub caller: &'a Caller,
+}
+
+/// One CPU's counts as of one read: CPU, counters, `pr_cycle`.
+pub(super) type CpuCounts = (u32, [Tally; MAX_COUNTERS], u64);
+
+impl Session<'_> {
+    pub fn khz(&self) -> u64 {
+        self.device.config.cpu_khz
+    }
+
+    /// `EACCES` where enabling would count system-wide for a caller not
+    /// allowed to (docs/device.md §8): PCNTRENABLE and every family's
+    /// ENABLE/RESTART/ENABWRITE.
+    pub fn check_may_enable(&self) -> Result<(), DeviceError> {
+        if self.file.settings.scope == Scope::LogAll
+            && !self
+                .device
+                .config
+                .policy
+                .may_count_system_wide(self.caller.credentials()?)
+        {
+            return Err(DeviceError::AccessDenied(
+                "system-wide counting (LOGALL) is not allowed for this caller; select PCNTLOGSELECT first".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// `ENOSPC` when giving `tid` the PME bit would pass the open's budget
+    /// of threads.
+    pub fn check_pme_room(&self, tid: i32) -> Result<(), DeviceError> {
+        let limit = self.device.budgets.limits().pme_threads_per_open;
+        if !self.file.settings.pme.contains(&tid) && self.file.settings.pme.len() >= limit {
+            return Err(DeviceError::NoSpace(format!(
+                "the open already gave the PME bit to {limit} threads (--max-pme-threads)"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Resolves a counter's event against the host; `EOPNOTSUPP` naming the
+    /// event when the host cannot count it. Only counters that count are
+    /// resolved: a disabled counter's event was validated by the model only.
+    fn resolve_setting(&self, setting: &CounterSetting) -> Result<Selected, DeviceError> {
+        let device = self.device;
+        match resolve(
+            setting.event,
+            device.backend.as_ref(),
+            &device.config.event_map,
+        ) {
+            Resolution::Resolved(resolved) => Ok(Selected {
+                resolved,
+                period: setting.period,
+            }),
+            Resolution::Unavailable { event, reason } => {
+                tracing::debug!(
+                    event = event.name,
+                    "selected event cannot be counted on this host: {reason}"
+                );
+                Err(DeviceError::NotSupported(format!(
+                    "{}: {reason}",
+                    event.name
+                )))
+            }
+        }
+    }
+
+    /// Applies a settings change: stop counting, change, start again if enabled.
+    pub fn reconfigure(
+        &mut self,
+        change: impl FnOnce(&mut OpenFile),
+    ) -> Result<IoctlReply, DeviceError> {
+        let khz = self.khz();
+        let file = &mut *self.file;
+        let built = file.counting();
+        let plan = file.host_plan();
+        if built {
+            // Every event counted so far is in the tallies when `change` runs.
+            file.fold(khz)?;
+        }
+        change(file);
+        if built && file.host_plan() == plan {
+            // The same host events: keep them, and the threads and processes
+            // they already follow (the PME bit), and only switch them.
+            let running = file.settings.enabled;
+            return file.set_running(running).map(|()| IoctlReply::none());
+        }
+        if built {
+            file.stop_counting(khz)?;
+        }
+        if let Err(e) = file.start_counting(self.device.backend.as_ref(), &self.device.budgets, khz)
+        {
+            // The settings stay; counting resumes at the next PCNTRENABLE.
+            file.settings.enabled = false;
+            return Err(e);
+        }
+        Ok(IoctlReply::none())
+    }
+
+    /// Applies new registers to the open: resolves every counter they make
+    /// count (`EOPNOTSUPP` leaves everything as it was), remembers them for
+    /// the user's next open, then reconfigures; `change` runs with the
+    /// tallies folded, before counting restarts.
+    pub fn apply_registers(
+        &mut self,
+        registers: Registers,
+        change: impl FnOnce(&mut OpenFile),
+    ) -> Result<IoctlReply, DeviceError> {
+        let mut counters: [Option<Selected>; MAX_COUNTERS] = Default::default();
+        for (slot, setting) in counters.iter_mut().zip(registers.effective()) {
+            if let Some(setting) = setting {
+                *slot = Some(self.resolve_setting(&setting)?);
+            }
+        }
+        self.device.store.carry(
+            self.file.opener.uid,
+            CounterState {
+                registers: registers.clone(),
+                counters: counters.clone(),
+            },
+        );
+        self.reconfigure(|f| {
+            f.settings.registers = registers;
+            f.settings.counters = counters;
+            change(f);
+        })
+    }
+
+    /// The counts of each of the open's CPUs as of now, with `pr_cycle`.
+    pub fn snapshot(&mut self) -> Result<Vec<CpuCounts>, DeviceError> {
+        let khz = self.khz();
+        let file = &mut *self.file;
+        let pending = file.pending_events(khz, false)?;
+        let now = now_cycles(khz);
+        let mut out = Vec::with_capacity(file.opener.cpus.len());
+        for &cpu in &file.opener.cpus {
+            let seen = file.projected(&file.tallies[cpu as usize], pending.get(&cpu));
+            let tally = &mut file.tallies[cpu as usize];
+            tally.stamp(&seen, now);
+            out.push((cpu, seen, tally.pr_cycle));
+        }
+        Ok(out)
+    }
+}

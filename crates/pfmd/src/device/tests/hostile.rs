@@ -1,0 +1,247 @@
+//! What a hostile local user can try through the device, over the mock
+//! backend: privilege from a user namespace, reading another user's counts,
+//! wedging an open, exhausting the budgets, and a bug in pfmd.
+
+use crate::backend::Target;
+use crate::backend::mock::MockBackend;
+use crate::device::budget::Limits;
+use crate::device::test_fixtures::{caller, device, device_with_limits, ioctl, root, user};
+use crate::device::{Device, FileId};
+use crate::policy::{Caller, Credentials};
+use nix::errno::Errno;
+use pfm_abi::numbers as n;
+use pfm_abi::{self as abi, AddrRangeT, Iccsr, PCNTOPENALL, PCNTOPENONE, PfCntrs, PfmInfo};
+use pfm_model::{HostEvent, Implementation};
+use zerocopy::{FromBytes, IntoBytes};
+
+const CLK: HostEvent = HostEvent::CpuClock;
+
+/// Root of a user namespace of its own: full capabilities there, nobody here.
+fn namespaced_root(tid: i32) -> Caller {
+    Caller::with_credentials(
+        tid,
+        Credentials {
+            tgid: tid,
+            euid: 65534,
+            egid: 65534,
+            cap_effective: u64::MAX,
+            cpus_allowed: vec![0, 1],
+            initial_user_namespace: false,
+            ..Credentials::default()
+        },
+    )
+}
+
+fn counts(d: &Device, f: FileId, c: &Caller) -> PfCntrs {
+    let store = ioctl(d, f, c, n::PCNTGETCNT, 0x1000)
+        .unwrap()
+        .store
+        .unwrap();
+    PfCntrs::read_from_bytes(&store.bytes).unwrap()
+}
+
+fn info(d: &Device, f: FileId, c: &Caller) -> PfmInfo {
+    PfmInfo::read_from_bytes(&ioctl(d, f, c, n::PCNTGETINFO, 0).unwrap().out).unwrap()
+}
+
+fn range(d: &Device, f: FileId, c: &Caller, start: u64, end: u64) -> Result<(), Errno> {
+    let r = AddrRangeT {
+        start,
+        end,
+        stride: 4,
+        res0: 0,
+    };
+    d.ioctl(f, c, n::PCNTSETURANGE, r.as_bytes())
+        .map(|_| ())
+        .map_err(|e| e.errno())
+}
+
+#[test]
+fn capabilities_in_a_user_namespace_give_nothing() {
+    let b = MockBackend::with_events(&[CLK]);
+    for model in [Implementation::Ev4, Implementation::Ev5] {
+        let d = device(model, &b, 2);
+        let c = namespaced_root(10);
+        let f = d.open(&c, PCNTOPENALL).unwrap();
+        assert_eq!(
+            ioctl(&d, f, &c, n::PCNTLOGALL, 0).unwrap_err(),
+            Errno::EACCES
+        );
+        assert_eq!(
+            ioctl(&d, f, &c, n::PCNTRENABLE, 0).unwrap_err(),
+            Errno::EACCES,
+            "LOGALL is the scope after open"
+        );
+        ioctl(&d, f, &c, n::PCNTSETITEMS, abi::PFM_PROFILING).unwrap();
+        let kernel = AddrRangeT {
+            start: 0xffff_8000_0000_0000,
+            end: 0xffff_8000_0001_0000,
+            stride: 4,
+            res0: 0,
+        };
+        assert_eq!(
+            d.ioctl(f, &c, n::PCNTSETKRANGE, kernel.as_bytes())
+                .unwrap_err()
+                .errno(),
+            Errno::EACCES,
+            "kernel profiling"
+        );
+        if model == Implementation::Ev5 {
+            assert_eq!(
+                ioctl(&d, f, &c, n::PCNT5FREQ, 0x300).unwrap_err(),
+                Errno::EPERM,
+                "the 256 period"
+            );
+        }
+        d.release(f);
+    }
+}
+
+#[test]
+fn another_user_starts_with_clear_counts_and_no_selection() {
+    let b = MockBackend::with_events(&[CLK]);
+    let d = device(Implementation::Ev4, &b, 2);
+    let r = root(10);
+    let f = d.open(&r, PCNTOPENALL).unwrap();
+    ioctl(&d, f, &r, n::PCNTSETMUX, Iccsr::new(0xa, 0, 1, 0, 2).0).unwrap();
+    ioctl(&d, f, &r, n::PCNTRENABLE, 0).unwrap();
+    b.advance(0, Target::AllTasks, CLK, 40_960_000);
+    assert!(counts(&d, f, &r).pf_cntr0 > 0);
+    d.release(f);
+
+    let nobody = user(20, vec![0, 1]);
+    let f = d.open(&nobody, PCNTOPENALL).unwrap();
+    assert_eq!(
+        counts(&d, f, &nobody).pf_cntr0,
+        0,
+        "root's counts are not nobody's"
+    );
+    assert_eq!(
+        info(&d, f, &nobody).pi_period,
+        [0; 3],
+        "nor root's selection"
+    );
+    d.release(f);
+
+    // The same user again finds what they left.
+    let f = d.open(&root(11), PCNTOPENALL).unwrap();
+    assert_eq!(
+        counts(&d, f, &root(11)).pf_cntr0,
+        0,
+        "nobody's open cleared them"
+    );
+    d.release(f);
+}
+
+#[test]
+fn a_pme_thread_that_exits_does_not_wedge_the_open() {
+    let b = MockBackend::with_events(&[CLK]);
+    let d = device(Implementation::Ev4, &b, 2);
+    let parent = user(30, vec![0, 1]);
+    let child = user(31, vec![0, 1]);
+    let f = d.open(&parent, PCNTOPENALL).unwrap();
+    ioctl(&d, f, &parent, n::PCNTSETITEMS, abi::PFM_IPL).unwrap();
+    ioctl(&d, f, &parent, n::PCNTSETMUX, Iccsr::new(0xa, 0, 1, 0, 2).0).unwrap();
+    ioctl(&d, f, &child, n::PCNTLOGSELECT, 0).unwrap();
+    b.exit_thread(31);
+    for (cmd, arg) in [
+        (n::PCNTSETMUX, Iccsr::new(0xa, 0, 0, 0, 2).0),
+        (n::PCNTLOGSELECT, 0),
+        (n::PCNTSETITEMS, abi::PFM_IPL | abi::PFM_COUNTERS),
+        (n::PCNTRENABLE, 0),
+    ] {
+        ioctl(&d, f, &parent, cmd, arg)
+            .unwrap_or_else(|e| panic!("{}: {e}", n::name(cmd).unwrap()));
+    }
+}
+
+#[test]
+fn pme_threads_of_one_open_are_budgeted() {
+    let b = MockBackend::with_events(&[CLK]);
+    let limits = Limits {
+        pme_threads_per_open: 3,
+        ..Limits::default()
+    };
+    let d = device_with_limits(Implementation::Ev4, &b, 2, limits);
+    let f = d.open(&user(40, vec![0, 1]), PCNTOPENALL).unwrap();
+    for tid in 40..43 {
+        ioctl(&d, f, &user(tid, vec![0, 1]), n::PCNTLOGSELECT, 0).unwrap();
+    }
+    assert_eq!(
+        ioctl(&d, f, &user(43, vec![0, 1]), n::PCNTLOGSELECT, 0).unwrap_err(),
+        Errno::ENOSPC
+    );
+    ioctl(&d, f, &user(42, vec![0, 1]), n::PCNTLOGSELECT, 0).expect("again: no new thread");
+    ioctl(&d, f, &user(42, vec![0, 1]), n::PCNTCLEARPCBPME, 0).unwrap();
+    ioctl(&d, f, &user(43, vec![0, 1]), n::PCNTLOGSELECT, 0).expect("room again");
+}
+
+#[test]
+fn profile_memory_is_budgeted_per_user_across_opens_and_freed_at_close() {
+    let b = MockBackend::with_events(&[CLK]);
+    // 16 KiB of buckets is charged 32 KiB (buckets and a read's snapshot).
+    let limits = Limits::new((1 << 20, 48 << 10), (4096, 1024), (1 << 30, 1 << 30), 8);
+    let d = device_with_limits(Implementation::Ev4, &b, 2, limits);
+    let on = |cpu| user(50 + cpu as i32, vec![cpu]);
+    let f0 = d.open(&on(0), PCNTOPENONE).unwrap();
+    let f1 = d.open(&on(1), PCNTOPENONE).unwrap();
+    for (f, c) in [(f0, on(0)), (f1, on(1))] {
+        ioctl(&d, f, &c, n::PCNTSETITEMS, abi::PFM_PROFILING).unwrap();
+    }
+    range(&d, f0, &on(0), 0x10000, 0x10000 + 64 * 1024).unwrap();
+    assert_eq!(
+        range(&d, f1, &on(1), 0x10000, 0x10000 + 64 * 1024).unwrap_err(),
+        Errno::ENOMEM,
+        "the same user's second open is past the per-user budget"
+    );
+    let other = caller(60, 2000, vec![1]);
+    d.release(f1);
+    let g = d.open(&other, PCNTOPENONE).unwrap();
+    ioctl(&d, g, &other, n::PCNTSETITEMS, abi::PFM_PROFILING).unwrap();
+    range(&d, g, &other, 0x10000, 0x10000 + 64 * 1024).expect("another user has their own budget");
+    d.release(f0);
+    let f1 = d.open(&on(1), PCNTOPENONE);
+    assert_eq!(
+        f1.unwrap_err().errno(),
+        Errno::EBUSY,
+        "cpu 1 is the other user's"
+    );
+    let f0 = d.open(&on(0), PCNTOPENONE).unwrap();
+    ioctl(&d, f0, &on(0), n::PCNTSETITEMS, abi::PFM_PROFILING).unwrap();
+    range(&d, f0, &on(0), 0x10000, 0x10000 + 64 * 1024).expect("freed at close");
+}
+
+#[test]
+fn perf_descriptors_are_budgeted() {
+    let b = MockBackend::with_events(&[CLK]);
+    // ALL on 2 CPUs: one group of one event per CPU, and with IPL one
+    // sampler per CPU: 4 descriptors.
+    let limits = Limits::new((1 << 30, 1 << 30), (100, 3), (1 << 30, 1 << 30), 8);
+    let d = device_with_limits(Implementation::Ev4, &b, 0, limits);
+    let c = user(70, vec![0, 1]);
+    let f = d.open(&c, PCNTOPENALL).unwrap();
+    ioctl(&d, f, &c, n::PCNTSETMUX, Iccsr::new(0xa, 0, 1, 0, 2).0).unwrap();
+    assert_eq!(
+        ioctl(&d, f, &c, n::PCNTSETITEMS, abi::PFM_COUNTERS | abi::PFM_IPL).unwrap_err(),
+        Errno::EBUSY
+    );
+    ioctl(&d, f, &c, n::PCNTSETITEMS, abi::PFM_COUNTERS).expect("2 descriptors fit");
+}
+
+#[test]
+fn a_panic_in_a_request_is_eio_and_the_device_serves_on() {
+    let b = MockBackend::with_events(&[CLK]);
+    let d = device(Implementation::Ev4, &b, 2);
+    let c = root(80);
+    let f = d.open(&c, PCNTOPENALL).unwrap();
+    b.set_panic_on_open(true);
+    assert_eq!(
+        ioctl(&d, f, &c, n::PCNTSETMUX, Iccsr::new(0xa, 0, 1, 0, 2).0).unwrap_err(),
+        Errno::EIO
+    );
+    b.set_panic_on_open(false);
+    ioctl(&d, f, &c, n::PCNTSETMUX, Iccsr::new(0xa, 0, 1, 0, 2).0).expect("the same open works");
+    ioctl(&d, f, &c, n::PCNTRENABLE, 0).unwrap();
+    d.release(f);
+    assert!(d.open(&root(81), PCNTOPENALL).is_ok(), "and the device");
+}

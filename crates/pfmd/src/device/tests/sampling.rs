@@ -1,0 +1,308 @@
+//! Sampling through the device over the mock backend: IPL histograms,
+//! profile buckets, caller ranges, read(2) snapshots (docs/device.md §6).
+
+use crate::backend::Sample;
+use crate::backend::Target;
+use crate::backend::mock::MockBackend;
+use crate::device::{Device, FileId, IoctlReply};
+use crate::policy::Caller;
+use nix::errno::Errno;
+use pfm_abi::numbers as n;
+use pfm_abi::{self as abi, PfIpls, PfmInfo};
+use pfm_abi::{AddrRangeT, Iccsr, PCNTOPENALL, PCNTOPENEACH};
+use pfm_model::HostEvent;
+use pfm_model::Implementation;
+use zerocopy::FromBytes;
+
+const TEXT: (u64, u64) = crate::device::test_fixtures::KERNEL_TEXT;
+
+fn device(backend: &MockBackend) -> Device {
+    crate::device::test_fixtures::device(Implementation::Ev4, backend, 2)
+}
+
+fn caller(euid: u32) -> Caller {
+    crate::device::test_fixtures::caller(10, euid, vec![0, 1])
+}
+
+fn call(d: &Device, f: FileId, c: &Caller, cmd: u32, arg: &[u8]) -> Result<IoctlReply, Errno> {
+    d.ioctl(f, c, cmd, arg).map_err(|e| e.errno())
+}
+
+fn long(v: u64) -> [u8; 8] {
+    v.to_ne_bytes()
+}
+
+fn range(start: u64, end: u64, stride: u64) -> Vec<u8> {
+    zerocopy::IntoBytes::as_bytes(&AddrRangeT {
+        start,
+        end,
+        stride,
+        res0: 0,
+    })
+    .to_vec()
+}
+
+/// Opens, selects `items` and PF_CYCLES every 4096, enables; returns the
+/// weight each sample carries.
+fn sampling(d: &Device, c: &Caller, mode: i32, items: u64) -> (FileId, u64) {
+    let f = d.open(c, mode).unwrap();
+    call(d, f, c, n::PCNTSETITEMS, &long(items)).unwrap();
+    call(d, f, c, n::PCNTSETMUX, &long(Iccsr::new(0xa, 0, 1, 0, 2).0)).unwrap();
+    call(d, f, c, n::PCNTRENABLE, &[]).unwrap();
+    let info = PfmInfo::read_from_bytes(&call(d, f, c, n::PCNTGETINFO, &[]).unwrap().out).unwrap();
+    assert_eq!(info.pi_sample_period[0] % 4096, 0);
+    (f, info.pi_sample_period[0] / 4096)
+}
+
+fn sample(ip: u64, user: bool, pid: u32, cpu: u32) -> Sample {
+    Sample {
+        ip,
+        pid,
+        tid: pid,
+        cpu,
+        user,
+        caller: Some(TEXT.0 + 0x100),
+        count: None,
+    }
+}
+
+fn ipls(d: &Device, f: FileId, c: &Caller) -> Vec<[u64; 9]> {
+    let store = call(d, f, c, n::PCNTGETIPLHIS, &long(0x5000))
+        .unwrap()
+        .store
+        .unwrap();
+    <[PfIpls]>::ref_from_bytes(&store.bytes)
+        .unwrap()
+        .iter()
+        .map(|p| p.ipl)
+        .collect()
+}
+
+#[test]
+fn ipl_histogram_counts_weighted_ticks_by_mode() {
+    let b = MockBackend::with_events(&[HostEvent::CpuClock]);
+    let d = device(&b);
+    let c = caller(0);
+    let (f, w) = sampling(&d, &c, PCNTOPENALL, abi::PFM_COUNTERS | abi::PFM_IPL);
+    assert!(
+        w > 1,
+        "4096 ns per tick is beyond the mock's 100k samples/s: sampled less often"
+    );
+    b.emit(Target::AllTasks, sample(0x1000, true, 42, 0), 3);
+    b.emit(Target::AllTasks, sample(TEXT.0, false, 0, 1), 2);
+    b.emit(Target::AllTasks, sample(TEXT.0, false, 42, 1), 1);
+    let h = ipls(&d, f, &c);
+    assert_eq!(h.len(), 1, "ALL: one pfipls");
+    assert_eq!((h[0][8], h[0][0], h[0][7]), (3 * w, 3 * w, 2 * w));
+    call(&d, f, &c, n::PCNTCLEARCNT, &[]).unwrap();
+    assert!(
+        ipls(&d, f, &c)[0].iter().all(|&v| v == 0),
+        "PCNTCLEARCNT clears the IPL histogram"
+    );
+}
+
+#[test]
+fn each_mode_keeps_one_ipl_histogram_per_cpu() {
+    let b = MockBackend::with_events(&[HostEvent::CpuClock]);
+    let d = device(&b);
+    let c = caller(0);
+    let (f, w) = sampling(&d, &c, PCNTOPENEACH, abi::PFM_IPL);
+    b.emit(Target::AllTasks, sample(0x1000, true, 42, 1), 4);
+    let h = ipls(&d, f, &c);
+    assert_eq!(h.len(), 2);
+    assert_eq!((h[0][8], h[1][8]), (0, 4 * w));
+}
+
+#[test]
+fn profile_buckets_rsize_and_read_snapshots() {
+    let b = MockBackend::with_events(&[HostEvent::CpuClock]);
+    let d = device(&b);
+    let c = caller(0);
+    let (f, w) = sampling(&d, &c, PCNTOPENALL, abi::PFM_PROFILING);
+    assert_eq!(
+        d.read(f, &c, 0, 4096).unwrap(),
+        Vec::<u8>::new(),
+        "no range: nothing to read"
+    );
+    call(&d, f, &c, n::PCNTSETURANGE, &range(0x1000, 0x1100, 4)).unwrap();
+    let rsize = u64::from_ne_bytes(
+        call(&d, f, &c, n::PCNTGETRSIZE, &[])
+            .unwrap()
+            .out
+            .try_into()
+            .unwrap(),
+    );
+    assert_eq!(rsize, 16 * 4, "0x100 bytes at 16 bytes per bucket");
+    b.emit(Target::AllTasks, sample(0x1010, true, 42, 0), 2);
+    b.emit(Target::AllTasks, sample(0x1010, false, 42, 0), 5); // kernel mode: dropped
+    b.emit(Target::AllTasks, sample(0x2000, true, 42, 0), 5); // outside: dropped
+    let whole = d.read(f, &c, 0, rsize as u32).unwrap();
+    let buckets: Vec<u32> = whole
+        .chunks(4)
+        .map(|b| u32::from_ne_bytes(b.try_into().unwrap()))
+        .collect();
+    assert_eq!(buckets[1] as u64, 2 * w);
+    assert_eq!(buckets.iter().map(|&b| b as u64).sum::<u64>(), 2 * w);
+    // One read(2) in pieces: later pieces come from the snapshot of offset 0.
+    let first = d.read(f, &c, 0, 32).unwrap();
+    b.emit(Target::AllTasks, sample(0x10f0, true, 42, 1), 1);
+    let second = d.read(f, &c, 32, 32).unwrap();
+    assert_eq!([first, second].concat(), whole, "no torn histogram");
+    let again = d.read(f, &c, 0, 64).unwrap();
+    assert_eq!(
+        u32::from_ne_bytes(again[60..64].try_into().unwrap()) as u64,
+        w,
+        "a new call sees new samples"
+    );
+    // Stride 0: one bucket holding everything in range.
+    call(&d, f, &c, n::PCNTSETURANGE, &range(0x1000, 0x1100, 0)).unwrap();
+    b.emit(Target::AllTasks, sample(0x10f0, true, 42, 1), 3);
+    assert_eq!(
+        d.read(f, &c, 0, 64).unwrap(),
+        ((3 * w) as u32).to_ne_bytes().to_vec()
+    );
+}
+
+#[test]
+fn range_errors_follow_the_reference() {
+    let b = MockBackend::with_events(&[HostEvent::CpuClock]);
+    let d = device(&b);
+    let root = caller(0);
+    let (f, _) = sampling(&d, &root, PCNTOPENALL, abi::PFM_PROFILING);
+    let e = |cmd, arg: &[u8]| call(&d, f, &root, cmd, arg).unwrap_err();
+    assert_eq!(
+        e(n::PCNTSETURANGE, &range(0x1000, 0x2000, 6)),
+        Errno::EINVAL,
+        "stride 6"
+    );
+    assert_eq!(
+        e(n::PCNTSETURANGE, &range(0x2000, 0x1000, 4)),
+        Errno::EINVAL,
+        "end before start"
+    );
+    assert_eq!(
+        e(n::PCNTSETURANGE, &range(0, 1 << 40, 4)),
+        Errno::ENOMEM,
+        "over --max-profile-bytes"
+    );
+    assert_eq!(
+        e(n::PCNTCALLER, &[]),
+        Errno::EINVAL,
+        "no kernel profiling yet"
+    );
+    call(
+        &d,
+        f,
+        &root,
+        n::PCNTSETKRANGE,
+        &range(TEXT.0, TEXT.0 + 0x10000, 4),
+    )
+    .unwrap();
+    call(&d, f, &root, n::PCNTCALLER, &[]).unwrap();
+    assert!(
+        b.sampler_specs().last().unwrap().callchain,
+        "caller mode samples callchains"
+    );
+    for i in 0..4 {
+        let start = TEXT.0 + 0x1000 * (i + 1);
+        call(
+            &d,
+            f,
+            &root,
+            n::PCNTSETKRANGE,
+            &range(start, start + 0x100, 4),
+        )
+        .unwrap();
+    }
+    assert_eq!(
+        e(n::PCNTSETKRANGE, &range(TEXT.0, TEXT.0 + 0x100, 4)),
+        Errno::ENOSPC,
+        "5th caller range"
+    );
+    let f2 = {
+        d.release(f);
+        let (f2, _) = sampling(&d, &root, PCNTOPENALL, abi::PFM_PROFILING);
+        call(
+            &d,
+            f2,
+            &root,
+            n::PCNTSETKADDR,
+            &range(TEXT.0, TEXT.0 + 0x100, 0)[..16],
+        )
+        .unwrap();
+        call(&d, f2, &root, n::PCNTCALLER, &[]).unwrap();
+        f2
+    };
+    let e2 = |arg: &[u8]| call(&d, f2, &root, n::PCNTSETKADDR, &arg[..16]).unwrap_err();
+    assert_eq!(
+        e2(&range(TEXT.0 + 2, TEXT.0 + 0x100, 0)),
+        Errno::EFAULT,
+        "unaligned"
+    );
+    assert_eq!(
+        e2(&range(0x1000, 0x2000, 0)),
+        Errno::EFAULT,
+        "outside kernel text"
+    );
+    assert_eq!(
+        e2(&range(TEXT.0 + 0x100, TEXT.0, 0)),
+        Errno::EFAULT,
+        "end before start"
+    );
+    d.release(f2);
+    // Kernel profiling needs system-wide privilege.
+    let user = caller(1000);
+    let f3 = d.open(&user, PCNTOPENALL).unwrap();
+    call(&d, f3, &user, n::PCNTSETITEMS, &long(abi::PFM_PROFILING)).unwrap();
+    assert_eq!(
+        call(
+            &d,
+            f3,
+            &user,
+            n::PCNTSETKRANGE,
+            &range(TEXT.0, TEXT.0 + 0x100, 4)
+        )
+        .unwrap_err(),
+        Errno::EACCES
+    );
+    call(&d, f3, &user, n::PCNTSETURANGE, &range(0x1000, 0x2000, 4))
+        .expect("user profiling is allowed");
+}
+
+#[test]
+fn caller_ranges_are_charged_to_their_caller() {
+    let b = MockBackend::with_events(&[HostEvent::CpuClock]);
+    let d = device(&b);
+    let c = caller(0);
+    let (f, w) = sampling(&d, &c, PCNTOPENALL, abi::PFM_PROFILING);
+    call(
+        &d,
+        f,
+        &c,
+        n::PCNTSETKRANGE,
+        &range(TEXT.0, TEXT.0 + 0x1000, 64),
+    )
+    .unwrap();
+    call(&d, f, &c, n::PCNTCALLER, &[]).unwrap();
+    call(
+        &d,
+        f,
+        &c,
+        n::PCNTSETKRANGE,
+        &range(TEXT.0 + 0x800, TEXT.0 + 0x900, 4),
+    )
+    .unwrap();
+    // A sample in the caller range at +0x810 whose caller is +0x100.
+    b.emit(Target::AllTasks, sample(TEXT.0 + 0x810, false, 7, 0), 1);
+    let bytes = d.read(f, &c, 0, 1 << 16).unwrap();
+    let buckets: Vec<u32> = bytes
+        .chunks(4)
+        .map(|b| u32::from_ne_bytes(b.try_into().unwrap()))
+        .collect();
+    assert_eq!(buckets.len(), 0x1000 / 256);
+    assert_eq!(
+        buckets[1] as u64, w,
+        "charged to the caller's bucket (+0x100)"
+    );
+    assert_eq!(buckets[8], 0, "not to the sampled IP's bucket (+0x810)");
+}

@@ -1,0 +1,198 @@
+//! Who is calling: the thread id the transport reports, and what `/proc`
+//! says about that thread. Never taken from an ioctl argument
+//! (docs/device.md §8).
+
+use crate::device::DeviceError;
+use std::sync::OnceLock;
+
+const CAP_SYS_ADMIN: u32 = 21;
+const CAP_PERFMON: u32 = 38;
+
+/// The credentials of a calling thread, from `/proc/<tid>/status`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Credentials {
+    /// The process the thread belongs to.
+    pub tgid: i32,
+    pub euid: u32,
+    pub egid: u32,
+    pub groups: Vec<u32>,
+    pub cap_effective: u64,
+    /// The CPUs the thread may run on (its affinity mask).
+    pub cpus_allowed: Vec<u32>,
+    /// The thread lives in the initial user namespace. Capabilities held
+    /// in any other namespace give nothing on the host: the kernel counts
+    /// CAP_PERFMON and CAP_SYS_ADMIN for perf in the initial one only.
+    pub initial_user_namespace: bool,
+}
+
+impl Credentials {
+    /// Root, CAP_PERFMON or CAP_SYS_ADMIN in the initial user namespace:
+    /// what the kernel itself trusts with system-wide and kernel counting.
+    /// Root of a user namespace of its own is its real uid here (`euid` as
+    /// `/proc` shows it to pfmd is already the host's uid).
+    pub fn perf_privileged(&self) -> bool {
+        self.initial_user_namespace
+            && (self.euid == 0
+                || self.cap_effective & (1 << CAP_PERFMON) != 0
+                || self.cap_effective & (1 << CAP_SYS_ADMIN) != 0)
+    }
+
+    pub fn in_group(&self, gid: u32) -> bool {
+        self.egid == gid || self.groups.contains(&gid)
+    }
+
+    /// Parses the text of `/proc/<tid>/status`.
+    pub fn parse_status(text: &str) -> Option<Credentials> {
+        let mut creds = Credentials::default();
+        let mut seen = 0;
+        for line in text.lines() {
+            let Some((key, value)) = line.split_once(':') else {
+                continue;
+            };
+            let value = value.trim();
+            let second = |v: &str| v.split_whitespace().nth(1).and_then(|s| s.parse().ok());
+            match key {
+                "Tgid" => {
+                    creds.tgid = value.parse().ok()?;
+                    seen += 1;
+                }
+                "Uid" => {
+                    creds.euid = second(value)?;
+                    seen += 1;
+                }
+                "Gid" => {
+                    creds.egid = second(value)?;
+                    seen += 1;
+                }
+                "Groups" => {
+                    creds.groups = value
+                        .split_whitespace()
+                        .filter_map(|g| g.parse().ok())
+                        .collect()
+                }
+                "CapEff" => {
+                    creds.cap_effective = u64::from_str_radix(value, 16).ok()?;
+                    seen += 1;
+                }
+                "Cpus_allowed_list" => {
+                    creds.cpus_allowed = parse_cpu_list(value)?;
+                    seen += 1;
+                }
+                _ => {}
+            }
+        }
+        (seen == 5).then_some(creds)
+    }
+}
+
+/// The user namespace a thread lives in, as the `/proc/<tid>/ns/user` link
+/// names it (`user:[4026531837]`).
+fn user_namespace(pid: i32) -> std::io::Result<std::path::PathBuf> {
+    std::fs::read_link(format!("/proc/{pid}/ns/user"))
+}
+
+/// The initial user namespace as `/proc` names it. The kernel gives it a
+/// fixed inode number (`PROC_USER_INIT_INO`, 0xEFFFFFFD), so no other
+/// process (pid 1 may be unreadable in a container) has to be asked.
+const INITIAL_USER_NAMESPACE: &str = "user:[4026531837]";
+
+/// Parses a kernel CPU list such as `0-3,6,8-9`.
+pub fn parse_cpu_list(text: &str) -> Option<Vec<u32>> {
+    let mut cpus = Vec::new();
+    for part in text.trim().split(',').filter(|p| !p.is_empty()) {
+        match part.split_once('-') {
+            Some((a, b)) => cpus.extend(a.parse::<u32>().ok()?..=b.parse::<u32>().ok()?),
+            None => cpus.push(part.parse().ok()?),
+        }
+    }
+    Some(cpus)
+}
+
+/// A request's caller. Credentials are read from `/proc` only when a request
+/// needs them, so the common ioctls cost no `/proc` read.
+#[derive(Debug)]
+pub struct Caller {
+    tid: i32,
+    credentials: OnceLock<Result<Credentials, DeviceError>>,
+}
+
+impl Caller {
+    pub fn from_tid(tid: i32) -> Self {
+        Caller {
+            tid,
+            credentials: OnceLock::new(),
+        }
+    }
+
+    /// A caller with known credentials (tests, and transports that have them).
+    pub fn with_credentials(tid: i32, credentials: Credentials) -> Self {
+        Caller {
+            tid,
+            credentials: OnceLock::from(Ok(credentials)),
+        }
+    }
+
+    pub fn tid(&self) -> i32 {
+        self.tid
+    }
+
+    /// The credentials if a request already read them.
+    pub fn known_credentials(&self) -> Option<&Credentials> {
+        self.credentials.get().and_then(|r| r.as_ref().ok())
+    }
+
+    pub fn credentials(&self) -> Result<&Credentials, DeviceError> {
+        self.credentials
+            .get_or_init(|| {
+                let path = format!("/proc/{}/status", self.tid);
+                let text = std::fs::read_to_string(&path).map_err(|e| {
+                    DeviceError::Host(format!("{path}: {e}"), nix::errno::Errno::ESRCH)
+                })?;
+                let mut creds = Credentials::parse_status(&text).ok_or_else(|| {
+                    DeviceError::Host(format!("{path}: unreadable"), nix::errno::Errno::ESRCH)
+                })?;
+                // Unknown namespaces count as foreign: no capability is
+                // trusted that cannot be shown to be the host's.
+                creds.initial_user_namespace = user_namespace(self.tid)
+                    .is_ok_and(|ns| ns.as_os_str() == INITIAL_USER_NAMESPACE);
+                Ok(creds)
+            })
+            .as_ref()
+            .map_err(Clone::clone)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const STATUS: &str = "Name:\tcat\nTgid:\t41\nPid:\t42\nUid:\t1000\t1000\t1000\t1000\nGid:\t100\t100\t100\t100\nGroups:\t24 27 100\nCapEff:\t0000004000000000\nCpus_allowed_list:\t0-2,5\n";
+
+    #[test]
+    fn parses_proc_status() {
+        let c = Credentials::parse_status(STATUS).unwrap();
+        assert_eq!((c.tgid, c.euid, c.egid), (41, 1000, 100));
+        assert_eq!(c.groups, vec![24, 27, 100]);
+        assert_eq!(c.cpus_allowed, vec![0, 1, 2, 5]);
+        assert!(
+            !c.perf_privileged(),
+            "no capability counts until the namespace is known"
+        );
+        let host = Credentials {
+            initial_user_namespace: true,
+            ..c.clone()
+        };
+        assert!(host.perf_privileged(), "CapEff bit 38 is CAP_PERFMON");
+        assert!(Credentials::parse_status("Name: x\n").is_none());
+    }
+
+    #[test]
+    fn reads_own_credentials() {
+        let me = Caller::from_tid(nix::unistd::gettid().as_raw());
+        let c = me.credentials().unwrap();
+        assert_eq!(c.tgid, std::process::id() as i32);
+        assert!(!c.cpus_allowed.is_empty());
+        assert!(c.initial_user_namespace, "the test runs on the host");
+        assert!(Caller::from_tid(i32::MAX).credentials().is_err());
+    }
+}

@@ -1,0 +1,99 @@
+//! Who may do what through the device: the caller's credentials as `/proc`
+//! shows them, judged by the host's own perf_event rules (docs/device.md §8).
+//! Every privilege check of the daemon goes through [`SecurityPolicy`].
+
+mod credentials;
+
+pub use credentials::{Caller, Credentials, parse_cpu_list};
+
+/// What callers may count, after the host's `perf_event_paranoid` (docs/device.md §8).
+#[derive(Debug, Clone, Default)]
+pub struct SecurityPolicy {
+    /// Members of this group may do what CAP_PERFMON allows (`--allow-group`).
+    pub allow_gid: Option<u32>,
+    /// Fixed paranoid level for tests; `None` reads the host's each time.
+    pub paranoid_override: Option<i32>,
+}
+
+impl SecurityPolicy {
+    pub fn paranoid(&self) -> i32 {
+        self.paranoid_override.unwrap_or_else(|| {
+            std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
+                .ok()
+                .and_then(|s| s.trim().parse().ok())
+                .unwrap_or(2)
+        })
+    }
+
+    /// Privileged as the kernel sees it (root, CAP_PERFMON, CAP_SYS_ADMIN),
+    /// or a member of `--allow-group`; either only from the initial user
+    /// namespace, so nobody gains anything by creating a namespace.
+    pub fn trusted(&self, c: &Credentials) -> bool {
+        c.initial_user_namespace
+            && (c.perf_privileged() || self.allow_gid.is_some_and(|g| c.in_group(g)))
+    }
+
+    /// The EV5 256-event periods, which can load the system heavily.
+    pub fn may_use_short_periods(&self, c: &Credentials) -> bool {
+        self.trusted(c)
+    }
+
+    /// System-wide counting (LOGALL) and kernel PC profiling.
+    pub fn may_count_system_wide(&self, c: &Credentials) -> bool {
+        self.trusted(c) || self.paranoid() <= 0
+    }
+
+    /// User-mode counting of the caller's own threads (LOGSELECT).
+    pub fn may_count_own_user(&self, c: &Credentials) -> bool {
+        self.trusted(c) || self.paranoid() <= 2
+    }
+
+    /// Kernel-mode counting of the caller's own threads.
+    pub fn may_count_own_kernel(&self, c: &Credentials) -> bool {
+        self.trusted(c) || self.paranoid() <= 1
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paranoid_levels_gate_what_callers_may_count() {
+        let user = Credentials {
+            euid: 1000,
+            egid: 1000,
+            initial_user_namespace: true,
+            ..Credentials::default()
+        };
+        let at = |level, gid| SecurityPolicy {
+            allow_gid: gid,
+            paranoid_override: Some(level),
+        };
+        assert!(!at(2, None).may_count_system_wide(&user));
+        assert!(at(2, None).may_count_own_user(&user));
+        assert!(!at(2, None).may_count_own_kernel(&user));
+        assert!(at(1, None).may_count_own_kernel(&user));
+        assert!(at(0, None).may_count_system_wide(&user));
+        assert!(!at(3, None).may_count_own_user(&user));
+        assert!(
+            at(2, Some(1000)).may_count_system_wide(&user),
+            "--allow-group"
+        );
+        let root = Credentials {
+            initial_user_namespace: true,
+            ..Credentials::default()
+        };
+        assert!(at(3, None).may_count_system_wide(&root));
+        let namespaced_root = Credentials {
+            initial_user_namespace: false,
+            cap_effective: u64::MAX,
+            ..root
+        };
+        assert!(
+            !at(2, None).may_count_system_wide(&namespaced_root),
+            "root of its own user namespace is not root here"
+        );
+        assert!(!at(2, Some(0)).may_use_short_periods(&namespaced_root));
+    }
+}

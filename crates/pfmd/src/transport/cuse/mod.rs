@@ -1,0 +1,242 @@
+//! The CUSE transport: `/dev/<name>` as a real character device, served over
+//! the FUSE wire protocol on `/dev/cuse` (docs/device.md §1). fuser has no CUSE
+//! support, so this speaks the protocol itself:
+//!
+//! - [`abi`]: `linux/fuse.h` structures and constants;
+//! - [`wire`]: request parsing and reply encoding;
+//! - [`ioctl`]: the stateless FUSE_IOCTL_RETRY protocol for pointer arguments;
+//! - [`session`]: CUSE_INIT, then reader threads answering from the device core;
+//! - [`channel`]: the `/dev/cuse` file and its readers (the only `unsafe`:
+//!   `poll(2)`, `sigaction(2)`, `pthread_kill(3)`);
+//! - [`node`]: the `/dev` node: waiting for it, `--mode`, `--group`.
+//!
+//! Requests and their answers: OPEN → `Device::open` (open flags carry the
+//! mode bits); READ → `Device::read` (offsets from 0 per `read(2)`); IOCTL →
+//! `Device::ioctl` through the retry protocol, 32-bit callers `ENOTTY`;
+//! RELEASE → `Device::release`; FLUSH → `Device::flush` (FUSE only: the
+//! kernel sends CUSE none); DESTROY → OK; WRITE → `EINVAL`; POLL
+//! → `ENOSYS` (the kernel then treats the device as always ready);
+//! INTERRUPT → no reply (every handler answers at once, so the interrupted
+//! request is never held); anything else → `ENOSYS`.
+//!
+//! Closing the channel removes the device; `stop()` flags the readers, wakes
+//! them out of `read(2)` with a signal, joins them and closes it.
+
+pub mod abi;
+pub mod channel;
+pub mod ioctl;
+pub mod node;
+pub mod session;
+pub mod wire;
+
+use crate::device::Device;
+use channel::Channel;
+use session::Session;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// The CUSE control device.
+pub const CUSE_CHANNEL: &str = "/dev/cuse";
+/// How long devtmpfs/udev get to create the node.
+const NODE_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long stopping waits for the readers.
+const STOP_TIMEOUT: Duration = Duration::from_secs(5);
+
+#[derive(Debug, Clone)]
+pub struct CuseOptions {
+    /// Normally [`CUSE_CHANNEL`].
+    pub channel: PathBuf,
+    /// `DEVNAME`: the device appears as `<dev_dir>/<dev_name>`.
+    pub dev_name: String,
+    /// Normally `/dev`.
+    pub dev_dir: PathBuf,
+    /// Permission bits for the node.
+    pub mode: u16,
+    /// Group owning the node.
+    pub gid: Option<u32>,
+    /// Reader threads: more than one so no request waits behind another.
+    pub threads: usize,
+}
+
+impl CuseOptions {
+    pub fn new(dev_name: &str, mode: u16, gid: Option<u32>, threads: usize) -> Self {
+        CuseOptions {
+            channel: PathBuf::from(CUSE_CHANNEL),
+            dev_name: dev_name.to_string(),
+            dev_dir: PathBuf::from("/dev"),
+            mode,
+            gid,
+            threads,
+        }
+    }
+}
+
+/// Why the CUSE transport could not start or ended.
+#[derive(Debug, thiserror::Error)]
+pub enum CuseError {
+    /// `/dev/cuse` cannot be opened: this kernel has no CUSE (or we lack
+    /// permission). The only error after which `--transport auto` uses FUSE.
+    #[error("cannot open {}: {source} (no CUSE on this kernel? try `modprobe cuse`, or --transport fuse)", path.display())]
+    Unavailable {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("--dev-name {0:?}: {1}")]
+    BadName(String, &'static str),
+    #[error("{} is already served by another CUSE server (/sys/class/cuse/{name} exists)", path.display())]
+    AlreadyServed { path: PathBuf, name: String },
+    #[error("{} exists and is not a symlink; not replacing it", path.display())]
+    InTheWay { path: PathBuf },
+    #[error("CUSE protocol: {0}")]
+    Protocol(String),
+    #[error("the kernel speaks FUSE {major}.{minor}; the CUSE transport needs 7.{min}", min = abi::MIN_KERNEL_MINOR)]
+    KernelTooOld { major: u32, minor: u32 },
+    #[error("the kernel refused to create the CUSE device {name:?} (name in use? see dmesg)")]
+    Refused { name: String },
+    #[error("{} did not appear within {waited:?} (no devtmpfs on /dev, and no udev?)", path.display())]
+    NodeMissing { path: PathBuf, waited: Duration },
+    #[error("{what}: {source}")]
+    Io {
+        what: String,
+        #[source]
+        source: io::Error,
+    },
+    #[error("the kernel ended the CUSE connection while pfmd was serving")]
+    ConnectionLost,
+}
+
+impl CuseError {
+    pub(crate) fn io(what: impl Into<String>) -> impl FnOnce(io::Error) -> CuseError {
+        let what = what.into();
+        move |source| CuseError::Io { what, source }
+    }
+}
+
+/// A served CUSE device. Dropping it stops it too.
+pub struct CuseTransport {
+    /// None once stopped. The readers hold clones while they run; the last
+    /// reference going closes the channel.
+    session: Option<Arc<Session>>,
+    threads: Vec<JoinHandle<()>>,
+    /// The character device, `/dev/<name>`.
+    pub device_path: PathBuf,
+}
+
+impl CuseTransport {
+    /// Opens the channel, creates the device, applies mode and group, and
+    /// starts the readers. `on_lost` runs (once, on a reader thread) if the
+    /// kernel ends the connection while serving.
+    pub fn start(
+        device: Arc<Device>,
+        options: &CuseOptions,
+        on_lost: impl Fn() + Send + Sync + 'static,
+    ) -> Result<CuseTransport, CuseError> {
+        node::check_name(&options.dev_name)?;
+        channel::install_wake_handler()
+            .map_err(CuseError::io("installing the reader wake-up handler"))?;
+        // Open first: where CUSE is missing, nothing else is touched and
+        // `--transport auto` falls back to FUSE.
+        let channel = Channel::open(&options.channel).map_err(|source| CuseError::Unavailable {
+            path: options.channel.clone(),
+            source,
+        })?;
+        let device_path = options.dev_dir.join(&options.dev_name);
+        let sys_class = Path::new(node::SYS_CLASS_CUSE);
+        node::prepare(&device_path, sys_class, &options.dev_name)?;
+        session::handshake(&channel, &options.dev_name)?;
+        // The kernel processes the CUSE_INIT reply within our write: the
+        // device exists now, or the connection was aborted.
+        node::wait_for(
+            &device_path,
+            sys_class,
+            &options.dev_name,
+            NODE_TIMEOUT,
+            || channel.is_gone(),
+        )?;
+        node::apply_permissions(&device_path, options.mode, options.gid)?;
+        let session = Arc::new(Session {
+            device,
+            channel,
+            stopping: AtomicBool::new(false),
+            lost: AtomicBool::new(false),
+            on_lost: Box::new(on_lost),
+        });
+        let mut transport = CuseTransport {
+            session: Some(Arc::clone(&session)),
+            threads: Vec::new(),
+            device_path,
+        };
+        for index in 0..options.threads.max(2) {
+            let session = Arc::clone(&session);
+            let thread = std::thread::Builder::new()
+                .name(format!("cuse-{index}"))
+                .spawn(move || session.serve(index))
+                .map_err(CuseError::io("starting a CUSE reader thread"))?;
+            transport.threads.push(thread);
+        }
+        tracing::info!(
+            path = %transport.device_path.display(),
+            mode = format!("{:o}", options.mode),
+            gid = options.gid,
+            threads = transport.threads.len(),
+            "CUSE transport serving"
+        );
+        Ok(transport)
+    }
+
+    /// Stops the readers and closes the channel, which removes the device.
+    /// An error if the kernel had ended the connection before.
+    pub fn stop(mut self) -> Result<(), CuseError> {
+        if self.shutdown() {
+            Err(CuseError::ConnectionLost)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Returns whether the connection had been lost.
+    fn shutdown(&mut self) -> bool {
+        let Some(session) = self.session.take() else {
+            return false;
+        };
+        session.stopping.store(true, Ordering::SeqCst);
+        // A reader may be between its flag check and read(2): kick until
+        // every one has seen the flag.
+        let deadline = Instant::now() + STOP_TIMEOUT;
+        while self.threads.iter().any(|t| !t.is_finished()) && Instant::now() < deadline {
+            for thread in self.threads.iter().filter(|t| !t.is_finished()) {
+                channel::wake(thread);
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        if self.threads.iter().any(|t| !t.is_finished()) {
+            tracing::warn!("a CUSE reader did not stop; closing the channel anyway");
+            self.threads.clear();
+        }
+        for thread in self.threads.drain(..) {
+            if thread.join().is_err() {
+                tracing::error!("a CUSE reader thread panicked");
+            }
+        }
+        let lost = session.lost.load(Ordering::SeqCst);
+        // The readers' references are gone with them: this drop closes the
+        // channel and the kernel removes the device.
+        if Arc::strong_count(&session) != 1 {
+            tracing::warn!("CUSE session still referenced; the device goes when pfmd exits");
+        }
+        drop(session);
+        node::confirm_removed(&self.device_path);
+        lost
+    }
+}
+
+impl Drop for CuseTransport {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}

@@ -1,0 +1,78 @@
+//! `pfmprof`: a uprofile/kprofile-style PC profiler over `/dev/pfcntr`.
+//!
+//! It profiles on every Alpha model `pfmd` emulates: the EV4 family through
+//! `PCNTSETMUX`, the EV5 family (EV5, EV56, PCA56) through `PCNT5MUX`,
+//! `PCNT5FREQ` and `PCNT5CTXTS`, the EV6 through `PCNT6MUX`, and the EV67
+//! through its `PCNT6MUX` pairs or profile-me mode with a `PF67_PM_*`
+//! statistic. The report has the same form on every model.
+//!
+//! The pure parts live in their own modules and are unit tested: command-line
+//! parsing ([`args`]), which event is sampled on the daemon's model and the
+//! ioctl words that select it ([`event`]), `/proc/PID/maps` and load-bias
+//! arithmetic ([`maps`]),
+//! `/proc/kallsyms` parsing ([`kallsyms`]), symbol lookup ([`symbols`]),
+//! bucket-to-function aggregation and report formatting ([`report`]), and the
+//! `-o` file format ([`profile_file`]). [`elf`] reads executables with the
+//! `object` crate (and source lines with `addr2line`), and [`run`] starts
+//! the program and drives the device through `pfm_client`.
+
+pub mod args;
+pub mod elf;
+pub mod event;
+pub mod kallsyms;
+pub mod maps;
+pub mod profile_file;
+pub mod report;
+pub mod run;
+pub mod symbols;
+
+use std::path::PathBuf;
+
+/// Why `pfmprof` could not do what it was asked.
+#[derive(Debug, thiserror::Error)]
+pub enum ProfError {
+    #[error("{0}")]
+    Usage(String),
+    /// `-e`, `-period` or `-pm` names nothing the daemon's model has.
+    #[error("{0}")]
+    Event(String),
+    /// The daemon refused the chosen event or statistic: this host cannot
+    /// count it (`EOPNOTSUPP`), or the period needs privilege (`EPERM`).
+    #[error("{0}")]
+    Refused(String),
+    #[error("{what}: {source}")]
+    Io {
+        what: String,
+        #[source]
+        source: std::io::Error,
+    },
+    /// Opening or driving the device.
+    #[error("{0}")]
+    Device(#[from] pfm_client::Error),
+    /// The program could not be given the PME bit (or stopped at exec).
+    #[error("{0}")]
+    Spawn(pfm_client::SpawnError),
+    #[error("{path}: {reason}")]
+    Elf { path: PathBuf, reason: String },
+    #[error("{0}")]
+    Kallsyms(String),
+    #[error("{path}: line {line}: {reason}")]
+    ProfileFormat {
+        path: PathBuf,
+        line: usize,
+        reason: String,
+    },
+    #[error("{0}")]
+    Program(String),
+    /// The device is not one pfmprof can drive, or its answers disagree
+    /// with what pfmprof asked for.
+    #[error("{0}")]
+    Incompatible(String),
+}
+
+impl ProfError {
+    pub fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> ProfError {
+        let what = what.into();
+        move |source| ProfError::Io { what, source }
+    }
+}

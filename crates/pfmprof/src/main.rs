@@ -1,0 +1,67 @@
+//! pfmprof — uprofile/kprofile over /dev/pfcntr: run a program and report
+//! where its time went, by function, on any Alpha model pfmd emulates. See
+//! `pfmprof -h`, pfmprof(1) and the library's module docs.
+
+use pfmprof::args::{self, Invocation};
+use pfmprof::{ProfError, profile_file, run};
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("PFMPROF_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let argv: Vec<_> = std::env::args_os().skip(1).collect();
+    match go(&argv) {
+        Ok(code) => ExitCode::from(code.clamp(0, 255) as u8),
+        Err(e) => {
+            eprintln!("pfmprof: {e}");
+            match e {
+                ProfError::Usage(_) => {
+                    eprint!("{}", args::USAGE);
+                    ExitCode::from(2)
+                }
+                ProfError::Event(_) => ExitCode::from(2),
+                _ => ExitCode::from(1),
+            }
+        }
+    }
+}
+
+fn go(argv: &[std::ffi::OsString]) -> Result<i32, ProfError> {
+    match args::parse(argv)? {
+        Invocation::Help => {
+            print!("{}", args::USAGE);
+            Ok(0)
+        }
+        Invocation::Report { file, json } => {
+            let report = profile_file::read(&file)?.report();
+            print!("{}", if json { report.json() } else { report.text() });
+            Ok(0)
+        }
+        Invocation::Profile(args) => {
+            let outcome = run::profile(&args)?;
+            if let Some(path) = &args.output {
+                profile_file::write(path, &outcome.profile)?;
+            }
+            if outcome.late_start {
+                eprintln!(
+                    "pfmprof: profiling began after exec (no ptrace): the first samples of the dynamic loader are not in the profile"
+                );
+            }
+            let report = outcome.profile.report();
+            print!(
+                "{}",
+                if args.json {
+                    report.json()
+                } else {
+                    report.text()
+                }
+            );
+            Ok(outcome.exit.status())
+        }
+    }
+}

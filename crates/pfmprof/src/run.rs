@@ -1,0 +1,578 @@
+//! Running a program under the profiler.
+//!
+//! User profiling (uprofile) needs the program's text at run-time addresses
+//! before the first sample, and the PME bit on the program's own thread:
+//!
+//! 1. pfmprof opens the device, learns its model (PCNTGETINFO), resolves
+//!    `-e`/`-period`/`-pm` on it ([`crate::event`]), selects
+//!    PFM_COUNTERS|PFM_IPL|PFM_PROFILING (with the EV67 profile-me statistic)
+//!    and the event through the model's family ioctls with every other
+//!    counter off, and starts the program with `pfm_client::spawn_counted`.
+//! 2. Between fork and exec the child calls PCNTLOGSELECT on the inherited
+//!    descriptor (so the PME bit is its own: the FUSE request carries its
+//!    tid) and PTRACE_TRACEME, then execs. A refused LOGSELECT or exec is an
+//!    error; a refused TRACEME starts the program again without it (4).
+//! 3. The kernel stops a traced child with SIGTRAP once exec has completed:
+//!    every PT_LOAD segment is mapped and not one instruction of the program
+//!    has run. pfmprof reads /proc/PID/maps, computes the load bias of the
+//!    executable (PIE or not) from the mapping of its executable segment,
+//!    sets PCNTSETURANGE to the text, PCNTCLEARCNT, PCNTRENABLE (the host
+//!    sampling events are opened now, on the child's thread with `inherit`,
+//!    so every thread and process it creates from here on is followed) and
+//!    detaches. Nothing is lost and no child escapes.
+//! 4. Without ptrace (`--no-ptrace`, or PTRACE_TRACEME refused, e.g. by a
+//!    seccomp policy) the child execs at once and pfmprof polls
+//!    /proc/PID/maps until the executable is mapped (the spawn returns when
+//!    its close-on-exec pipe closes, *before* the kernel maps the new image,
+//!    so that alone is not enough), then sets the range and enables. Samples
+//!    taken before that — tens to hundreds of microseconds of the dynamic
+//!    loader — are lost, and a process the program forks in that window is
+//!    not followed.
+//!
+//! Kernel profiling (kprofile, `-k`) knows its range from /proc/kallsyms up
+//! front: PCNTLOGALL, PCNTSETKRANGE, PCNTRENABLE, then the program runs
+//! (with `-select`, the child takes the PME bit as above instead of LOGALL).
+//!
+//! Profiling ends when the program exits, or at SIGINT: pfmprof then disables
+//! the device at once, passes the SIGINT on to the program and waits for it.
+
+use super::ProfError;
+use super::args::ProfileArgs;
+use super::elf::ElfImage;
+use super::event::{self, EventChoice, Programming};
+use super::kallsyms::{self, KernelSymbols};
+use super::maps::{self, Mapping};
+use super::report::{Header, IPL_ENTRIES, Profile, Space};
+use super::symbols::Symbol;
+use nix::errno::Errno;
+use nix::sys::signal::{self, SaFlags, SigAction, SigHandler, SigSet, Signal};
+use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
+use nix::unistd::Pid;
+use pfm_client::{Device, Items, OpenMode, SpawnError, SpawnOptions, spawn_counted};
+use pfm_model::ev5::{PF5_CTXT_ALL_PROC, PF5_CTXT_SEL_PROC};
+use std::ffi::{OsStr, OsString};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+/// How the program ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    Code(i32),
+    Signal(i32),
+}
+
+impl Exit {
+    /// The shell's convention: the code, or 128 + the signal.
+    pub fn status(self) -> i32 {
+        match self {
+            Exit::Code(c) => c,
+            Exit::Signal(s) => 128 + s,
+        }
+    }
+}
+
+pub struct Outcome {
+    pub profile: Profile,
+    pub exit: Exit,
+    /// The range was set after the program started (no ptrace).
+    pub late_start: bool,
+}
+
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_sigint(_: libc::c_int) {
+    INTERRUPTED.store(true, Ordering::SeqCst);
+}
+
+/// `PROGRAM` as execvp would find it, canonical (as /proc/PID/maps names it).
+pub fn find_program(program: &OsStr) -> Result<PathBuf, ProfError> {
+    let candidates: Vec<PathBuf> = if program.as_bytes().contains(&b'/') {
+        vec![PathBuf::from(program)]
+    } else {
+        let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/bin:/bin".into());
+        std::env::split_paths(&path)
+            .map(|d| d.join(program))
+            .collect()
+    };
+    for candidate in candidates {
+        let Ok(meta) = std::fs::metadata(&candidate) else {
+            continue;
+        };
+        use std::os::unix::fs::PermissionsExt;
+        if meta.is_file() && meta.permissions().mode() & 0o111 != 0 {
+            return std::fs::canonicalize(&candidate)
+                .map_err(ProfError::io(candidate.display().to_string()));
+        }
+    }
+    Err(ProfError::Program(format!(
+        "{}: no such executable",
+        program.to_string_lossy()
+    )))
+}
+
+/// How the program is started.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Start {
+    /// As it is (kprofile under PCNTLOGALL counts everything anyway).
+    Uncounted,
+    /// With the PME bit: PCNTLOGSELECT in the child before exec.
+    Counted,
+    /// Counted, and stopped at exec (PTRACE_TRACEME) until pfmprof has set
+    /// the range; counted from exec on where TRACEME is refused.
+    CountedStoppedAtExec,
+}
+
+struct Child {
+    pid: Pid,
+    traced: bool,
+}
+
+/// Starts `argv` from the executable `exe` as `start` says.
+fn spawn(device: &Device, exe: &Path, argv: &[OsString], start: Start) -> Result<Child, ProfError> {
+    let command = || {
+        let mut command = Command::new(exe);
+        command.arg0(&argv[0]).args(&argv[1..]);
+        command
+    };
+    let counted = |stop_at_exec| {
+        let options = SpawnOptions {
+            stop_at_exec,
+            unblock_signals: false,
+        };
+        spawn_counted(device, command(), options)
+    };
+    let (spawned, traced) = match start {
+        Start::Uncounted => (command().spawn().map_err(SpawnError::Spawn), false),
+        Start::Counted => (counted(false), false),
+        Start::CountedStoppedAtExec => match counted(true) {
+            Err(SpawnError::TraceMe(errno)) => {
+                tracing::info!("PTRACE_TRACEME refused ({errno}): profiling starts after exec");
+                (counted(false), false)
+            }
+            spawned => (spawned, true),
+        },
+    };
+    // We wait for it ourselves (waitpid), as for a tracee.
+    let child = spawned.map_err(|e| spawn_failed(exe, e))?;
+    Ok(Child {
+        pid: Pid::from_raw(child.id() as i32),
+        traced,
+    })
+}
+
+fn spawn_failed(exe: &Path, error: SpawnError) -> ProfError {
+    match error {
+        SpawnError::Spawn(source) => {
+            let errno = Errno::from_raw(source.raw_os_error().unwrap_or(0));
+            ProfError::Program(format!(
+                "exec {}: {errno} ({})",
+                exe.display(),
+                errno.desc()
+            ))
+        }
+        refused => ProfError::Spawn(refused),
+    }
+}
+
+fn kill_and_reap(child: &Child) {
+    let _ = signal::kill(child.pid, Signal::SIGKILL);
+    let _ = waitpid(child.pid, None);
+}
+
+fn read_maps(pid: Pid) -> Result<Vec<Mapping>, ProfError> {
+    let path = format!("/proc/{pid}/maps");
+    std::fs::read_to_string(&path)
+        .map(|t| maps::parse_maps(&t))
+        .map_err(ProfError::io(path))
+}
+
+fn page_size() -> u64 {
+    nix::unistd::sysconf(nix::unistd::SysconfVar::PAGE_SIZE)
+        .ok()
+        .flatten()
+        .map_or(4096, |p| p as u64)
+}
+
+/// The executable's load bias once the child's exec has mapped it.
+fn wait_for_bias(child: &Child, image: &ElfImage) -> Result<u64, ProfError> {
+    let path = image.path.to_string_lossy().into_owned();
+    let page = page_size();
+    if child.traced {
+        match waitpid(child.pid, None) {
+            Ok(WaitStatus::Stopped(_, Signal::SIGTRAP)) => {}
+            Ok(other) => {
+                return Err(ProfError::Program(format!(
+                    "the program did not stop at exec: {other:?}"
+                )));
+            }
+            Err(errno) => {
+                return Err(ProfError::Program(format!("waitpid: {errno}")));
+            }
+        }
+        let maps = read_maps(child.pid)?;
+        return maps::load_bias(&image.segments, &maps, &path, page).ok_or_else(|| {
+            ProfError::Program(format!(
+                "{path} is not mapped in process {} after exec",
+                child.pid
+            ))
+        });
+    }
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        if let Ok(maps) = read_maps(child.pid)
+            && let Some(bias) = maps::load_bias(&image.segments, &maps, &path, page)
+        {
+            return Ok(bias);
+        }
+        match waitpid(child.pid, Some(WaitPidFlag::WNOHANG)) {
+            Ok(WaitStatus::StillAlive) => {}
+            _ => {
+                return Err(ProfError::Program(
+                    "the program exited before its load address could be read (try without --no-ptrace)"
+                        .into(),
+                ));
+            }
+        }
+        if Instant::now() > deadline {
+            return Err(ProfError::Program(format!(
+                "{path} did not appear in /proc/{}/maps",
+                child.pid
+            )));
+        }
+        std::thread::sleep(Duration::from_micros(20));
+    }
+}
+
+/// Waits for the program; at SIGINT stops profiling and passes it on.
+fn wait_program(child: &Child, device: &Device) -> Result<Exit, ProfError> {
+    let mut forwarded = false;
+    loop {
+        match waitpid(child.pid, None) {
+            Ok(WaitStatus::Exited(_, code)) => return Ok(Exit::Code(code)),
+            Ok(WaitStatus::Signaled(_, sig, _)) => return Ok(Exit::Signal(sig as i32)),
+            Ok(_) => {}
+            Err(Errno::EINTR) => {
+                if INTERRUPTED.load(Ordering::SeqCst) && !forwarded {
+                    forwarded = true;
+                    device.disable()?;
+                    let _ = signal::kill(child.pid, Signal::SIGINT);
+                }
+            }
+            Err(errno) => return Err(ProfError::Program(format!("waitpid: {errno}"))),
+        }
+    }
+}
+
+fn catch_sigint() {
+    let action = SigAction::new(
+        SigHandler::Handler(on_sigint),
+        SaFlags::empty(),
+        SigSet::empty(),
+    );
+    // SAFETY: the handler only stores to an atomic.
+    let _ = unsafe { signal::sigaction(Signal::SIGINT, &action) };
+}
+
+/// Binds pfmprof (and so the program it forks) to the CPU it runs on.
+fn bind_here() -> Result<u32, ProfError> {
+    let cpu = nix::sched::sched_getcpu().map_err(|e| ProfError::Io {
+        what: "sched_getcpu".into(),
+        source: e.into(),
+    })?;
+    let mut set = nix::sched::CpuSet::new();
+    set.set(cpu).map_err(|e| ProfError::Io {
+        what: "CpuSet".into(),
+        source: e.into(),
+    })?;
+    nix::sched::sched_setaffinity(Pid::from_raw(0), &set).map_err(|e| ProfError::Io {
+        what: "sched_setaffinity".into(),
+        source: e.into(),
+    })?;
+    Ok(cpu as u32)
+}
+
+/// Selects the items, the event, its period and every other counter off, as
+/// `choice` says; on the EV5 family also the contexts (`PCNT5CTXTS`): whose
+/// threads count, the program's tree (`PF5_CTXT_SEL_PROC`, its PME bit set
+/// by the child) or, for `-k` without `-select`, every thread
+/// (`PF5_CTXT_ALL_PROC`), in every processor mode.
+///
+/// Every mode, not only the profiled one: the buckets keep only samples of
+/// the profiled mode anyway, and the interrupt count and IPL line then say
+/// how the time split between user and kernel, as on the other models. A
+/// counter restricted to one mode would drop that, and where the host
+/// approximates cycles from `cpu-clock` (no PMU) it counts time in every
+/// mode regardless, so the excluded mode's time would be charged to the
+/// next sample of the profiled one (measured: `-k -select` of a user-mode
+/// loop put 99% of its samples in `handle_softirqs`).
+fn select_event(
+    device: &Device,
+    choice: &EventChoice,
+    kernel: bool,
+    select: bool,
+) -> Result<(), ProfError> {
+    let items = Items::COUNTERS | Items::IPL | Items::PROFILING;
+    let refused = |e| refusal(choice, e);
+    if choice.statistic.is_some() {
+        device
+            .set_items_with_statistic(items, choice.statistic_value())
+            .map_err(refused)?;
+    } else {
+        device.set_items(items)?;
+    }
+    match choice.programming {
+        Programming::Ev4 { iccsr } => device.set_mux(iccsr).map_err(refused)?,
+        Programming::Ev5 { off, freq, mux } => {
+            device.disable_counters(off)?;
+            device.ev5_freq(freq).map_err(refused)?;
+            device.ev5_mux(mux).map_err(refused)?;
+            let threads = if kernel && !select {
+                PF5_CTXT_ALL_PROC
+            } else {
+                PF5_CTXT_SEL_PROC
+            };
+            device.ev5_contexts(threads | PF5_CTXT_ALL_MODES)?;
+        }
+        Programming::Ev6 { off, mux } => {
+            device.disable_counters(off)?;
+            device.ev6_mux(mux).map_err(refused)?;
+        }
+    }
+    let info = device.info()?;
+    let period = info.pi_period[choice.counter];
+    if period != choice.period {
+        return Err(ProfError::Incompatible(format!(
+            "{} on counter {}: pfmprof asked for a period of {} events, PCNTGETINFO says {period}",
+            choice.event.name, choice.counter, choice.period
+        )));
+    }
+    tracing::info!(
+        model = %choice.implementation,
+        event = choice.label(),
+        counter = choice.counter,
+        period,
+        "event selected"
+    );
+    Ok(())
+}
+
+/// A refusal of the chosen event explained: the host cannot count it
+/// (`EOPNOTSUPP`), or its period needs privilege (`EPERM`); other errors as
+/// the device gave them.
+fn refusal(choice: &EventChoice, error: pfm_client::Error) -> ProfError {
+    let op = match &error {
+        pfm_client::Error::Ioctl { op, .. } => *op,
+        _ => return error.into(),
+    };
+    let model = choice.implementation;
+    match error.errno() {
+        Some(Errno::EOPNOTSUPP) => match choice.statistic {
+            Some(statistic) if op == "PCNTSETITEMS" => ProfError::Refused(format!(
+                "this host cannot measure the profile-me statistic {}: {} ({op}: EOPNOTSUPP); pfmd measures {} (pfmd --model {model} --list-events lists every statistic)",
+                statistic.name,
+                event::statistic_unavailable_because(statistic),
+                event::measured_statistics().join(", ")
+            )),
+            _ => ProfError::Refused(format!(
+                "this host cannot count {} on the {} ({op}: EOPNOTSUPP); pfmd --model {model} --list-events shows which events this host counts",
+                choice.event.name,
+                event::model_name(model)
+            )),
+        },
+        Some(Errno::EPERM) if choice.period == 256 => ProfError::Refused(format!(
+            "-period 256 needs privilege: root, CAP_PERFMON or the group of pfmd --allow-group ({op}: EPERM); without -period pfmprof uses the counter's low-frequency period"
+        )),
+        _ => error.into(),
+    }
+}
+
+/// `PF5_CTXT_ALL_MODES`: no processor mode excluded.
+const PF5_CTXT_ALL_MODES: u64 = 0;
+
+enum Target {
+    User(Box<ElfImage>),
+    Kernel(KernelSymbols),
+}
+
+/// Profiles `args.program` as `args` says.
+pub fn profile(args: &ProfileArgs) -> Result<Outcome, ProfError> {
+    let program = &args.program[0];
+    let exe = find_program(program)?;
+    let target = if args.kernel {
+        Target::Kernel(kallsyms::load()?)
+    } else {
+        Target::User(Box::new(ElfImage::open(&exe)?))
+    };
+    if args.mode == OpenMode::One {
+        let cpu = bind_here()?;
+        tracing::info!(cpu, "-one: pfmprof and the program are bound to CPU {cpu}");
+    }
+    let device = Device::open(pfm_client::device_path(args.device.as_deref()), args.mode)?;
+    let choice = event::choose(device.implementation(), &args.event)?;
+    let slots = device.elements();
+    select_event(&device, &choice, args.kernel, args.select)?;
+    let how = if args.kernel {
+        if args.select {
+            Start::Counted
+        } else {
+            Start::Uncounted
+        }
+    } else if args.ptrace {
+        Start::CountedStoppedAtExec
+    } else {
+        Start::Counted
+    };
+    let start_program = || spawn(&device, &exe, &args.program, how);
+    let (start, end, bias, child) = match &target {
+        Target::Kernel(k) => {
+            let (start, end) = k.text;
+            if !args.select {
+                device.log_all()?;
+            }
+            device.set_range(true, start, end, Some(args.stride))?;
+            device.clear_counts()?;
+            if !args.select {
+                device.enable().map_err(|e| refusal(&choice, e))?;
+            }
+            let child = start_program()?;
+            if args.select {
+                // The PME bit is the child's now; start sampling it.
+                device
+                    .enable()
+                    .map_err(|e| refusal(&choice, e))
+                    .inspect_err(|_| kill_and_reap(&child))?;
+            }
+            (start, end, 0, child)
+        }
+        Target::User(image) => {
+            let child = start_program()?;
+            let setup = || -> Result<(u64, u64, u64), ProfError> {
+                let bias = wait_for_bias(&child, image)?;
+                let (lo, hi) = maps::text_span(&image.segments)
+                    .ok_or_else(|| ProfError::Program("no executable segment".into()))?;
+                let (start, end) = (lo.wrapping_add(bias), hi.wrapping_add(bias));
+                device.set_range(false, start, end, Some(args.stride))?;
+                device.clear_counts()?;
+                device.enable().map_err(|e| refusal(&choice, e))?;
+                Ok((start, end, bias))
+            };
+            let (start, end, bias) = setup().inspect_err(|_| kill_and_reap(&child))?;
+            if child.traced
+                && let Err(errno) = nix::sys::ptrace::detach(child.pid, None)
+            {
+                kill_and_reap(&child);
+                return Err(ProfError::io("PTRACE_DETACH")(errno.into()));
+            }
+            (start, end, bias, child)
+        }
+    };
+    catch_sigint();
+    let exit = wait_program(&child, &device)?;
+    device.disable()?;
+    let counts = device.interrupt_counts()?;
+    let ipls = device.ipl_histograms()?;
+    let info = device.info()?;
+    let buckets = device.read_profile()?;
+    let counter = choice.counter;
+    let interrupts = counts.iter().map(|c| c.counters[counter]).sum();
+    let mut ipl = [0u64; IPL_ENTRIES];
+    for h in &ipls {
+        for (sum, v) in ipl.iter_mut().zip(h.ipl) {
+            *sum += v;
+        }
+    }
+    let (image_name, build_id) = match &target {
+        Target::User(image) => (image.path.display().to_string(), image.build_id.clone()),
+        Target::Kernel(_) => ("/proc/kallsyms".to_string(), None),
+    };
+    let header = Header {
+        space: if args.kernel {
+            Space::Kernel
+        } else {
+            Space::User
+        },
+        open: args.mode,
+        start,
+        end,
+        stride: args.stride,
+        slots,
+        image: image_name,
+        bias,
+        build_id,
+        program: join_args(&args.program),
+        model: choice.implementation.name().to_string(),
+        event: choice.label(),
+        period: choice.period,
+        sample_period: info.pi_sample_period[counter],
+        interrupts,
+        lost: info.pi_lost_samples,
+        throttled: info.pi_throttled,
+        ipl,
+    };
+    let expected = header.buckets_per_slot() * slots;
+    if buckets.len() != expected {
+        return Err(ProfError::Incompatible(format!(
+            "PCNTGETRSIZE gave {} buckets; range, stride and mode make {expected}",
+            buckets.len()
+        )));
+    }
+    let profile = match &target {
+        Target::User(image) => Profile::collect(
+            header,
+            buckets,
+            |addr| {
+                image.symbol(addr.wrapping_sub(bias)).map(|s| Symbol {
+                    start: s.start.wrapping_add(bias),
+                    end: s.end.wrapping_add(bias),
+                    name: s.name.clone(),
+                })
+            },
+            |addr| image.location(addr.wrapping_sub(bias)),
+        ),
+        Target::Kernel(k) => Profile::collect(
+            header,
+            buckets,
+            |addr| k.symbols.lookup(addr).cloned(),
+            |_| None,
+        ),
+    };
+    Ok(Outcome {
+        profile,
+        exit,
+        late_start: !args.kernel && !child.traced,
+    })
+}
+
+fn join_args(args: &[OsString]) -> String {
+    args.iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_programs_on_path_and_by_path() {
+        let sh = find_program(OsStr::new("sh")).unwrap();
+        assert!(sh.is_absolute());
+        assert_eq!(find_program(sh.as_os_str()).unwrap(), sh);
+        assert!(find_program(OsStr::new("no-such-program-pfmprof")).is_err());
+        assert!(
+            find_program(OsStr::new("/etc/passwd")).is_err(),
+            "not executable"
+        );
+    }
+
+    #[test]
+    fn exit_status_follows_the_shell() {
+        assert_eq!(Exit::Code(3).status(), 3);
+        assert_eq!(Exit::Signal(9).status(), 137);
+    }
+}

@@ -1,0 +1,124 @@
+//! Starting and stopping pfmd next to another: a second daemon never takes
+//! over or removes a device link it did not make, a link to a device that
+//! is gone is replaced, and a start without root says what it needs.
+
+mod common;
+
+use common::{Daemon, can_run, run, text};
+use std::process::Command;
+
+#[test]
+fn a_second_daemon_leaves_the_first_ones_link_alone() {
+    if !can_run() {
+        return;
+    }
+    let links = tempfile::tempdir().unwrap();
+    let link = links.path().join("pfcntr");
+    let link_arg = link.to_str().unwrap();
+    let mut first = Daemon::start(&["--dev-link", link_arg]);
+    assert_eq!(std::fs::read_link(&link).unwrap(), first.device);
+
+    let second_mount = tempfile::tempdir().unwrap();
+    let out = run(Command::new(common::bin("pfmd")).args([
+        "--transport",
+        "fuse",
+        "--mountpoint",
+        second_mount.path().join("mnt").to_str().unwrap(),
+        "--dev-link",
+        link_arg,
+    ]));
+    assert!(!out.status.success(), "{}", text(&out));
+    assert!(
+        text(&out).contains("another pfmd serves"),
+        "says why: {}",
+        text(&out)
+    );
+    assert_eq!(
+        std::fs::read_link(&link).unwrap(),
+        first.device,
+        "the first daemon's link is untouched"
+    );
+    let ok = run(first
+        .client("ev4count")
+        .env("PFM_DEVICE", &link)
+        .args(["-ms", "10"]));
+    assert!(ok.status.success(), "{}", text(&ok));
+
+    // The first daemon stops and removes its link; a link left dangling by
+    // a daemon that died is replaced by the next one.
+    assert!(first.stop().success());
+    assert!(
+        std::fs::symlink_metadata(&link).is_err(),
+        "link removed at stop"
+    );
+    std::os::unix::fs::symlink("/nonexistent/pfcntr", &link).unwrap();
+    let third = Daemon::start(&["--dev-link", link_arg]);
+    assert_eq!(std::fs::read_link(&link).unwrap(), third.device);
+}
+
+#[test]
+fn without_root_pfmd_says_what_it_needs() {
+    if !can_run() {
+        return;
+    }
+    let out = run(common::as_nobody(common::bin("pfmd")).args(["--dev-link", "none"]));
+    assert!(!out.status.success());
+    assert!(text(&out).contains("must run as root"), "{}", text(&out));
+    let listing = run(common::as_nobody(common::bin("pfmd")).arg("--list-events"));
+    assert!(listing.status.success(), "{}", text(&listing));
+    assert!(
+        listing.stderr.is_empty(),
+        "a listing prints nothing on stderr: {}",
+        String::from_utf8_lossy(&listing.stderr)
+    );
+}
+
+/// A process that execs with the device open close-on-exec closes it inside
+/// `execve`, where the kernel holds locks that reading its `/proc` entries
+/// needs; the daemon answers that close without touching `/proc` (it once
+/// deadlocked there, and every later `ps` with it).
+#[test]
+fn exec_with_the_device_open_close_on_exec_completes() {
+    if !can_run() {
+        return;
+    }
+    const SOURCE: &str = r#"
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/ioctl.h>
+#include <sys/pfcntr.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+    const char *dev = getenv("PFM_DEVICE");
+    int fd = open(dev, O_RDONLY | O_CLOEXEC | PCNTOPENALL);
+    if (fd < 0) { perror(dev); return 1; }
+    if (argc > 1) {
+        /* Also from a second descriptor of the same open. */
+        if (fcntl(fd, F_DUPFD_CLOEXEC, 10) < 0) { perror("dup"); return 1; }
+    }
+    execl("/bin/true", "true", (char *)0);
+    perror("execl");
+    return 1;
+}
+"#;
+    let daemon = Daemon::start(&[]);
+    let include = format!("-I{}/include", common::CRATE);
+    let program = common::c_source("exec_cloexec", SOURCE, &[&include]);
+    for args in [&[][..], &["dup"][..]] {
+        let out = run(Command::new("timeout")
+            .arg("60")
+            .arg(&program)
+            .args(args)
+            .env("PFM_DEVICE", &daemon.device));
+        assert!(
+            out.status.success(),
+            "exit {:?} (124: it hung in execve): {}",
+            out.status.code(),
+            text(&out)
+        );
+    }
+    let after = run(daemon.client("ev4count").args(["-ms", "10"]));
+    assert!(after.status.success(), "{}", text(&after));
+}

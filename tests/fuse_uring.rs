@@ -1,0 +1,221 @@
+//! The FUSE transport over io_uring (`--fuse-uring`), end to end: the errno
+//! contract program over the rings, `PFM_INFO_URING` in `PCNTGETINFO`, a
+//! process's close-then-open answered without `EBUSY`, and the module's
+//! own classic loop (its fallback).
+//!
+//! The kernel offers io_uring to a FUSE connection only while
+//! `/sys/module/fuse/parameters/enable_uring` is `Y`; a connection that
+//! negotiated it keeps it. Each test turns it on for the daemon's start and
+//! puts the previous value back right after, also when the start panics.
+//! Where the kernel has no FUSE io_uring, the tests print `SKIPPED` (and
+//! fail under `CI=true`, where the machine is known to have it).
+
+mod common;
+
+use common::{Daemon, c_source, can_run, run, text};
+use pfm_abi as abi;
+use pfm_client::{Device, OpenMode};
+use std::path::Path;
+use std::sync::Mutex;
+
+const ENABLE_URING: &str = "/sys/module/fuse/parameters/enable_uring";
+
+/// The tests of this binary start their daemons one at a time, so one
+/// test's restore cannot land inside another's start.
+static PARAMETER: Mutex<()> = Mutex::new(());
+
+/// Sets `enable_uring` and puts the previous value back when dropped (on
+/// panic too), so a failing test does not leave it changed.
+struct EnableUring {
+    previous: String,
+}
+
+impl EnableUring {
+    fn set() -> EnableUring {
+        let previous = std::fs::read_to_string(ENABLE_URING)
+            .unwrap_or_else(|e| panic!("reading {ENABLE_URING}: {e}"));
+        std::fs::write(ENABLE_URING, "Y").unwrap_or_else(|e| panic!("writing {ENABLE_URING}: {e}"));
+        EnableUring { previous }
+    }
+}
+
+impl Drop for EnableUring {
+    fn drop(&mut self) {
+        if let Err(e) = std::fs::write(ENABLE_URING, self.previous.trim()) {
+            eprintln!(
+                "could not restore {ENABLE_URING} to {}: {e}",
+                self.previous.trim()
+            );
+        }
+    }
+}
+
+/// True where this kernel can serve FUSE over io_uring; else says why
+/// (`SKIPPED`, or a failure under `CI=true`).
+fn kernel_offers_uring() -> bool {
+    if Path::new(ENABLE_URING).exists() {
+        return true;
+    }
+    let test = std::thread::current()
+        .name()
+        .unwrap_or("fuse_uring")
+        .to_string();
+    xtask::ci::skip_or_fail(
+        &test,
+        format!("{ENABLE_URING} missing (kernel without CONFIG_FUSE_IO_URING)"),
+    );
+    false
+}
+
+/// `pi_flags` of a fresh ALL open of the daemon's device.
+fn info_flags(daemon: &Daemon) -> u64 {
+    let device = Device::open(&daemon.device, OpenMode::All)
+        .unwrap_or_else(|e| panic!("{e}\n{}", daemon.log()));
+    device.info().unwrap().pi_flags
+}
+
+/// A daemon whose FUSE connection negotiated io_uring.
+fn uring_daemon() -> Daemon {
+    let _one_at_a_time = PARAMETER.lock().unwrap_or_else(|e| e.into_inner());
+    let guard = EnableUring::set();
+    let previous = guard.previous.trim().to_string();
+    let daemon = Daemon::start(&["--fuse-uring", "on"]);
+    drop(guard);
+    let now = std::fs::read_to_string(ENABLE_URING).unwrap();
+    assert_eq!(now.trim(), previous, "{ENABLE_URING} restored");
+    assert!(
+        daemon.log().contains("served over io_uring"),
+        "{}",
+        daemon.log()
+    );
+    daemon
+}
+
+fn assert_contract_passes(daemon: &Daemon) {
+    let out = run(&mut daemon.client("errno_contract"));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}\n{}", text(&out), daemon.log());
+    let last = stdout.lines().last().unwrap_or_default();
+    assert!(
+        last.ends_with(" 0 failed") && !last.starts_with("0 passed"),
+        "{}",
+        text(&out)
+    );
+}
+
+#[test]
+fn errno_contract_over_io_uring() {
+    if !can_run() || !kernel_offers_uring() {
+        return;
+    }
+    let daemon = uring_daemon();
+    assert_contract_passes(&daemon);
+    // The same program as an unprivileged user reaches the EACCES rows.
+    let out =
+        run(common::as_nobody(common::c_program("errno_contract"))
+            .env("PFM_DEVICE", &daemon.device));
+    assert!(
+        out.status.success(),
+        "as nobody: {}\n{}",
+        text(&out),
+        daemon.log()
+    );
+}
+
+#[test]
+fn getinfo_says_io_uring_and_close_then_open_never_ebusy() {
+    if !can_run() || !kernel_offers_uring() {
+        return;
+    }
+    let daemon = uring_daemon();
+    assert_ne!(info_flags(&daemon) & abi::PFM_INFO_URING, 0);
+    // FUSE sends RELEASE after close(2) returns: each open here may find
+    // the last one still held by this process, and must wait for it
+    // rather than fail.
+    for round in 0..200 {
+        let file = Device::open(&daemon.device, OpenMode::All)
+            .unwrap_or_else(|e| panic!("open {round} after a close: {e}\n{}", daemon.log()));
+        drop(file);
+    }
+}
+
+#[test]
+fn errno_contract_over_the_fallback_classic_loop() {
+    if !can_run() {
+        return;
+    }
+    let daemon = Daemon::start(&["--fuse-uring", "classic"]);
+    assert!(daemon.log().contains("classic loop"), "{}", daemon.log());
+    assert_eq!(info_flags(&daemon) & abi::PFM_INFO_URING, 0);
+    assert_contract_passes(&daemon);
+}
+
+/// A process that closes its descriptor while a child still holds the open
+/// file, then opens again (the child's close is the release).
+const REOPEN: &str = r#"#define _GNU_SOURCE
+#include <fcntl.h>
+#include <unistd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#include <sys/wait.h>
+#include <sys/pfcntr.h>
+/* A process closes its descriptor while a child still holds the open, and
+ * opens again: its open waits for the release the child's close brings. */
+int main(int argc, char **argv) {
+	int fd = open(argv[1], O_RDONLY | PCNTOPENALL);
+	if (fd < 0) { perror("open"); return 2; }
+	pid_t child = fork();
+	if (child == 0) { usleep(atoi(argv[2]) * 1000); close(fd); _exit(0); }
+	close(fd);
+	struct timespec a, b;
+	clock_gettime(CLOCK_MONOTONIC, &a);
+	int again = open(argv[1], O_RDONLY | PCNTOPENALL);
+	clock_gettime(CLOCK_MONOTONIC, &b);
+	long ms = (b.tv_sec - a.tv_sec) * 1000 + (b.tv_nsec - a.tv_nsec) / 1000000;
+	if (again < 0) { perror("reopen"); printf("reopen failed after %ld ms\n", ms); waitpid(child, 0, 0); return 1; }
+	printf("reopened after %ld ms\n", ms);
+	close(again);
+	waitpid(child, 0, 0);
+	return 0;
+}
+"#;
+
+/// The open that must wait for its own process's release keeps its ring
+/// entry and is answered through the queue's mailbox when the release
+/// lands, or `EBUSY` once the grace is over; the queue serves meanwhile.
+#[test]
+fn an_open_waiting_for_its_release_is_answered_through_the_ring() {
+    if !can_run() || !kernel_offers_uring() {
+        return;
+    }
+    let daemon = uring_daemon();
+    let reopen = c_source("reopen", REOPEN, &[&format!("-I{}/include", common::CRATE)]);
+    let out = run(std::process::Command::new(&reopen)
+        .arg(&daemon.device)
+        .arg("5"));
+    assert!(out.status.success(), "{}\n{}", text(&out), daemon.log());
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("reopened"),
+        "{}",
+        text(&out)
+    );
+    // A release that comes long after the grace (1 s): EBUSY, and the device
+    // still answers afterwards.
+    let out = run(std::process::Command::new(&reopen)
+        .arg(&daemon.device)
+        .arg("3000"));
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}\n{}",
+        text(&out),
+        daemon.log()
+    );
+    assert!(
+        text(&out).contains("Device or resource busy"),
+        "{}",
+        text(&out)
+    );
+    assert_ne!(info_flags(&daemon) & abi::PFM_INFO_URING, 0);
+}
