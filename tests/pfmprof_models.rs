@@ -52,11 +52,8 @@ const HOTCOLD: &str = r#"
 #include <stdlib.h>
 #include <time.h>
 
-static long long cpu_ns(void) {
-	struct timespec t;
-	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
-	return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
-}
+/* CPU time on perf's clock, from main's first line (tests/common). */
+static long long cpu_ns(void) { return task_clock_ns(); }
 volatile unsigned long sink;
 /* The same loop body in both: a dependent multiply-add chain. */
 __attribute__((noinline)) void hot(long n) {
@@ -81,7 +78,7 @@ int main(int argc, char **argv) {
 "#;
 
 fn hotcold() -> PathBuf {
-    common::c_source("pfmprof_hotcold", HOTCOLD, &[])
+    common::c_source("pfmprof_hotcold", &common::with_task_clock(HOTCOLD), &[])
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -429,7 +426,7 @@ fn aarch64_programs() -> Result<Vec<PathBuf>, String> {
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("pfmprof-models-vm");
     std::fs::create_dir_all(&dir).unwrap();
     let source = dir.join("hotcold.c");
-    std::fs::write(&source, HOTCOLD).unwrap();
+    std::fs::write(&source, common::with_task_clock(HOTCOLD)).unwrap();
     let program = dir.join("hotcold");
     let out = run(Command::new("aarch64-linux-gnu-gcc")
         .args([

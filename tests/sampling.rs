@@ -4,8 +4,9 @@
 //!
 //! This host has no hardware PMU: PF_CYCLES is cpu-clock ns x the nominal
 //! clock, so every figure here is CPU time. Workloads burn a fixed amount of
-//! their own CPU time (never wall time) and report it, so expectations are
-//! arithmetic, not timing.
+//! their own CPU time (never wall time) on perf's task-clock, the clock
+//! cpu-clock runs on, and report it, so expectations are arithmetic, not
+//! timing, and hold under steal.
 //!
 //! Weighting error. The kernel caps the sample rate, so pfmd samples every
 //! `weight` counter periods (PCNTGETINFO pi_sample_period = weight x period).
@@ -53,11 +54,8 @@ const WORK: &str = r#"
 #include <time.h>
 #include <unistd.h>
 
-static long long cpu_ns(void) {
-	struct timespec t;
-	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
-	return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
-}
+/* CPU time on perf's clock, from main's first line (tests/common). */
+static long long cpu_ns(void) { return task_clock_ns(); }
 volatile unsigned long sink;
 __attribute__((noinline)) void hot(long long ms) {
 	long long end = cpu_ns() + ms * 1000000LL;
@@ -83,6 +81,7 @@ __attribute__((noinline)) void syscalls(long long ms) {
 	close(fd);
 }
 int main(int argc, char **argv) {
+	cpu_ns();
 	if (argc < 3) { fprintf(stderr, "usage: work user|hotcold|syscall MS [CPU]\n"); return 2; }
 	long long ms = atoll(argv[2]);
 	if (argc > 3) {
@@ -99,11 +98,15 @@ int main(int argc, char **argv) {
 "#;
 
 fn work() -> PathBuf {
-    common::c_source("work", WORK, &[])
+    common::c_source("work", &common::with_task_clock(WORK), &[])
 }
 
 fn work_nopie() -> PathBuf {
-    common::c_source("work_nopie", WORK, &["-no-pie", "-fno-pie"])
+    common::c_source(
+        "work_nopie",
+        &common::with_task_clock(WORK),
+        &["-no-pie", "-fno-pie"],
+    )
 }
 
 fn daemon() -> Daemon {

@@ -348,6 +348,53 @@ pub fn c_source(name: &str, source: &str, flags: &[&str]) -> PathBuf {
     exe
 }
 
+/// C for a workload that reports its own CPU time: `task_clock_ns()` reads
+/// perf's task-clock of the calling thread (opened on first use, again after
+/// fork). Without a PMU pfmd's cycles are cpu-clock time, which runs on the
+/// same clock as task-clock; `clock_gettime(CLOCK_*_CPUTIME_ID)` does not:
+/// the scheduler leaves steal time out of it, so on a host whose other guests
+/// take the CPU (CI) cpu-clock runs 10-50% ahead of it. Measured in the same
+/// window on the same clock, the reference holds however loaded the host is.
+pub const TASK_CLOCK_C: &str = r#"
+#define _GNU_SOURCE
+#include <errno.h>
+#include <linux/perf_event.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+static long long task_clock_ns(void) {
+	static int fd = -1;
+	static long owner;
+	long tid = syscall(SYS_gettid);
+	if (fd < 0 || owner != tid) {
+		struct perf_event_attr a;
+		memset(&a, 0, sizeof a);
+		a.type = PERF_TYPE_SOFTWARE;
+		a.size = sizeof a;
+		a.config = PERF_COUNT_SW_TASK_CLOCK;
+		fd = syscall(SYS_perf_event_open, &a, 0, -1, -1, 0);
+		if (fd < 0 && (errno == EACCES || errno == EPERM)) {
+			/* Unprivileged under perf_event_paranoid 2: user mode only
+			 * (a time event counts the same either way). */
+			a.exclude_kernel = a.exclude_hv = 1;
+			fd = syscall(SYS_perf_event_open, &a, 0, -1, -1, 0);
+		}
+		if (fd < 0) { perror("perf_event_open(task-clock)"); exit(3); }
+		owner = tid;
+	}
+	long long v;
+	if (read(fd, &v, sizeof v) != sizeof v) { perror("read(task-clock)"); exit(3); }
+	return v;
+}
+"#;
+
+/// `source` with [`TASK_CLOCK_C`] before it.
+pub fn with_task_clock(source: &str) -> String {
+    format!("{TASK_CLOCK_C}{source}")
+}
+
 /// The directory `c_program` builds into (world-readable).
 pub fn c_program_dir() -> PathBuf {
     c_program("ev4count").parent().unwrap().to_path_buf()
