@@ -839,15 +839,11 @@ fn thirty_two_processes_at_once_leave_a_working_daemon() {
 /// has returned. The daemon waits up to 50 ms for a process's own release
 /// (docs/device.md §2); an EBUSY answered sooner than that had no reason.
 ///
-/// DAEMON BUG (fails today): such opens are refused at once, about 1 in
-/// 1000 on a loaded 2-core machine. In `transport/fuse.rs`'s `open`, when
-/// `Device::open` fails with EBUSY because the process's own previous open
-/// is still held, and that open's RELEASE completes on another reader
-/// thread before `Device::release_in_flight` runs, `release_in_flight`
-/// finds no holder (`!holders.is_empty()` is false) and the open is answered
-/// EBUSY although the device is free by then. The log shows "open refused
-/// ... cpu 0 is held by another open tid=T" followed by "closed file=F
-/// pid=T" and T's next OPEN, with no waiter answer in between.
+/// Found by this test: an open refused because the process's previous open
+/// was still held, whose RELEASE then landed on another reader thread before
+/// the transport asked `Device::release_in_flight`, was answered EBUSY at
+/// once (about 1 in 1000 here). No holder left now counts as a release in
+/// flight, so the open is retried.
 #[test]
 fn own_close_then_open_is_never_refused_at_once() {
     let _serial = serial();
@@ -879,18 +875,12 @@ fn own_close_then_open_is_never_refused_at_once() {
 /// descriptor: a FLUSH from a process in the middle of execve. The daemon
 /// must answer it (and the tool's reads after it). As root and as nobody.
 ///
-/// DAEMON BUG (fails today): pfmd answers FLUSH after reading the caller's
-/// credentials (`Caller::credentials`: `/proc/<tid>/status`, then the
-/// `/proc/<tid>/ns/user` link). While a process is in execve the kernel
-/// holds its exec locks until the exec is done, and the exec is not done
-/// until the FLUSH is answered: `readlink(/proc/<tid>/ns/user)` blocks (the
-/// reader thread sits in `proc_ns_readlink`, state D) and the FLUSH is never
-/// answered. Observed here (kernel 6.18): the stuck daemon is killed with
-/// SIGKILL about a second later (exit 137), the mount is dead, every client
-/// gets ENOTCONN, and the exec'd child completes. Where nothing kills it,
-/// the reader thread and the child wait until the child is killed. Every
-/// Rust client (std opens are O_CLOEXEC, pfm-client adds O_CLOEXEC) that
-/// starts a program while it holds the device triggers it.
+/// Found by this test: pfmd answered FLUSH after reading the caller's
+/// credentials from `/proc/<tid>/status` and `/proc/<tid>/ns/user`. While a
+/// process is in execve the kernel holds its exec locks until the FLUSH is
+/// answered, so the readlink blocked (state D), the FLUSH was never
+/// answered and the stuck daemon was killed. `Device::flush` now reads
+/// nothing from `/proc`.
 #[test]
 fn closing_on_exec_does_not_deadlock_the_daemon() {
     let _serial = serial();
@@ -928,14 +918,14 @@ fn closing_on_exec_does_not_deadlock_the_daemon() {
 /// (4 MiB range), read 200 times by one thread (the control), then by two
 /// threads at once, 200 times each: every read returns PCNTGETRSIZE bytes.
 ///
-/// DAEMON BUG (fails today): the snapshot is per open (`OpenFile::
-/// read_snapshot`), not per read call. A FUSE read of 1 MiB reaches pfmd in
-/// pieces; the piece at offset 0 of one call replaces the snapshot another
-/// call is still being served from, and the call that reaches the end of
-/// the profile drops it (`read_snapshot = None`), so the other call's
-/// remaining pieces come back empty: its read(2) returns short (observed:
-/// 1048560 of 1048576 bytes, about 1 read in 70). Its pieces can also come
-/// from two different snapshots (a torn profile).
+/// Found by this test: the snapshot is per open, not per read call. A FUSE
+/// read of 1 MiB reaches pfmd in pieces; the piece at offset 0 of one call
+/// replaced the snapshot another call was still served from, and the call
+/// that reached the end dropped it, so the other call's remaining pieces
+/// came back empty (1048560 of 1048576 bytes, about 1 read in 70). A piece
+/// with no snapshot left is now served from a new one: every read is whole.
+/// Two threads reading one descriptor at once may still get pieces of two
+/// snapshots, as a driver copying live buckets would (docs/decisions.md).
 #[test]
 fn concurrent_reads_of_one_descriptor_are_whole() {
     let _serial = serial();
