@@ -11,11 +11,9 @@
 //! starts the pfmd next to this binary on a private mount and stops it
 //! afterwards. Run as root: the pollers become uid 65534 through `setpriv`.
 //!
-//! The pollers are started before the holder opens the device, never while
-//! it holds it: a program started by a process that holds the device would
-//! close its inherited (close-on-exec) descriptor during execve, which
-//! pfmd does not survive today (see tests/hostile.rs,
-//! `closing_on_exec_does_not_deadlock_the_daemon`).
+//! The pollers are started before the holder opens the device, so the
+//! holder's figures never include the FLUSH each poller's exec would send
+//! for an inherited (close-on-exec) descriptor.
 
 use pfm_abi::{Iccsr, Items, OpenMode, PCNTOPENALL};
 use pfm_bench::start_pfmd;
