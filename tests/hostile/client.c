@@ -26,6 +26,7 @@
 #include <sys/types.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <sys/pfcntr.h>
 #include <errno.h>
@@ -286,6 +287,37 @@ cmd_userns(void)
 static int pme_go[2], pme_done[2], nonpme_go[2], nonpme_done[2];
 static int pidns_fd;
 static unsigned long pme_ns;
+static volatile long pme_tid;
+
+/*
+ * Waits until thread tid sleeps (state S in /proc): after it said "done" it
+ * still runs into its next read(2), and on a loaded machine it may be
+ * preempted on the way and finish that after phase 1 began.
+ */
+static void
+wait_asleep(long tid)
+{
+	char path[64], buf[512], *state;
+	int i, fd;
+	ssize_t n;
+
+	snprintf(path, sizeof path, "/proc/self/task/%ld/stat", tid);
+	for (i = 0; i < 10000; i++) {
+		fd = open(path, O_RDONLY);
+		if (fd < 0)
+			die(path);
+		n = read(fd, buf, sizeof buf - 1);
+		close(fd);
+		if (n <= 0)
+			die(path);
+		buf[n] = 0;
+		state = strrchr(buf, ')');
+		if (state && state[1] == ' ' && state[2] == 'S')
+			return;
+		sleep_ms(1);
+	}
+	die("the PME thread never went to sleep");
+}
 
 static void *
 pme_thread(void *arg)
@@ -297,6 +329,7 @@ pme_thread(void *arg)
 	(void)arg;
 	e = io(pidns_fd, PCNTLOGSELECT, 0);
 	row("logselect", e);
+	pme_tid = syscall(SYS_gettid);
 	if (write(pme_done[1], "x", 1) != 1)
 		die("write");
 	if (read(pme_go[0], &c, 1) != 1)	/* asleep through phase 1 */
@@ -360,6 +393,7 @@ cmd_pidns(void)
 		die("pthread_create");
 	if (read(pme_done[0], &c, 1) != 1)	/* its LOGSELECT is done */
 		die("read");
+	wait_asleep(pme_tid);
 
 	/* Phase 1. */
 	row("clearcnt1", io(pidns_fd, PCNTCLEARCNT, 0));
