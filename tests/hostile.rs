@@ -38,7 +38,9 @@ fn no_bugs(daemon: &Daemon) {
 /// A caller that is root only inside its own user namespace has, to the
 /// daemon, the rights of its uid outside it (nobody): every privileged row
 /// is refused with the table's errno. Real root, the control, is refused
-/// nothing; plain nobody gets exactly what the namespace root gets.
+/// nothing; plain nobody gets exactly what the namespace root gets, and so
+/// does host root that dropped its capabilities (the kernel decides perf
+/// privilege by capability, not by uid 0).
 ///
 /// `PCNTCALLER` is not a privilege check of its own: it needs kernel
 /// profiling on, which such a caller can never turn on (`PCNTSETKRANGE` is
@@ -113,6 +115,21 @@ fn user_namespace_root_gets_nothing_nobody_would_not() {
             rows(&userns),
             rows(&nobody),
             "userns root and nobody differ"
+        );
+
+        // uid 0 without capabilities: the kernel refuses it `perf stat -a`.
+        let mut capless = Command::new("setpriv");
+        capless
+            .args(["--inh-caps=-all", "--bounding-set=-all", "--"])
+            .arg(common_hostile::client_program())
+            .arg("userns")
+            .arg(&daemon.device);
+        let capless = run_ok(&daemon, &mut capless);
+        assert!(capless.contains("euid=0"), "{capless}");
+        assert_eq!(
+            rows(&capless),
+            rows(&nobody),
+            "root without capabilities and nobody differ:\n{capless}"
         );
         no_bugs(&daemon);
     }

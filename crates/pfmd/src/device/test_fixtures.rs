@@ -46,6 +46,8 @@ pub fn device_with_limits(
     )
 }
 
+/// A caller in the initial user namespace; uid 0 has every capability, as
+/// root normally does.
 pub fn caller(tid: i32, euid: u32, cpus: Vec<u32>) -> Caller {
     Caller::with_credentials(
         tid,
@@ -53,6 +55,7 @@ pub fn caller(tid: i32, euid: u32, cpus: Vec<u32>) -> Caller {
             tgid: tid,
             euid,
             egid: euid,
+            cap_effective: if euid == 0 { u64::MAX } else { 0 },
             cpus_allowed: cpus,
             initial_user_namespace: true,
             ..Credentials::default()

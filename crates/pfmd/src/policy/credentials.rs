@@ -26,15 +26,21 @@ pub struct Credentials {
 }
 
 impl Credentials {
-    /// Root, CAP_PERFMON or CAP_SYS_ADMIN in the initial user namespace:
-    /// what the kernel itself trusts with system-wide and kernel counting.
-    /// Root of a user namespace of its own is its real uid here (`euid` as
-    /// `/proc` shows it to pfmd is already the host's uid).
+    /// CAP_PERFMON or CAP_SYS_ADMIN in the initial user namespace: what the
+    /// kernel itself trusts with system-wide and kernel counting
+    /// (`perfmon_capable()`). Capabilities, not uid 0: root that dropped
+    /// them is refused by the kernel, and so here.
     pub fn perf_privileged(&self) -> bool {
         self.initial_user_namespace
-            && (self.euid == 0
-                || self.cap_effective & (1 << CAP_PERFMON) != 0
+            && (self.cap_effective & (1 << CAP_PERFMON) != 0
                 || self.cap_effective & (1 << CAP_SYS_ADMIN) != 0)
+    }
+
+    /// uid 0 of the host (docs/device.md §2 lets it reset the busy status).
+    /// Root of a user namespace of its own is its real uid here (`euid` as
+    /// `/proc` shows it to pfmd is already the host's uid).
+    pub fn host_root(&self) -> bool {
+        self.initial_user_namespace && self.euid == 0
     }
 
     pub fn in_group(&self, gid: u32) -> bool {
@@ -183,6 +189,15 @@ mod tests {
             ..c.clone()
         };
         assert!(host.perf_privileged(), "CapEff bit 38 is CAP_PERFMON");
+        let root_without_caps = Credentials {
+            euid: 0,
+            cap_effective: 0,
+            ..host.clone()
+        };
+        assert!(
+            !root_without_caps.perf_privileged() && root_without_caps.host_root(),
+            "uid 0 without capabilities is not privileged for perf"
+        );
         assert!(Credentials::parse_status("Name: x\n").is_none());
     }
 

@@ -25,12 +25,19 @@ impl SecurityPolicy {
         })
     }
 
-    /// Privileged as the kernel sees it (root, CAP_PERFMON, CAP_SYS_ADMIN),
-    /// or a member of `--allow-group`; either only from the initial user
+    /// Privileged as the kernel sees it (CAP_PERFMON, CAP_SYS_ADMIN), or a
+    /// member of `--allow-group`; either only from the initial user
     /// namespace, so nobody gains anything by creating a namespace.
     pub fn trusted(&self, c: &Credentials) -> bool {
         c.initial_user_namespace
             && (c.perf_privileged() || self.allow_gid.is_some_and(|g| c.in_group(g)))
+    }
+
+    /// May share the hardware counters with another perf user that holds
+    /// them ("resets the busy status", docs/device.md §2): uid 0 or a
+    /// trusted caller.
+    pub fn may_reset_busy(&self, c: &Credentials) -> bool {
+        c.host_root() || self.trusted(c)
     }
 
     /// The EV5 256-event periods, which can load the system heavily.
@@ -82,9 +89,16 @@ mod tests {
         );
         let root = Credentials {
             initial_user_namespace: true,
+            cap_effective: 1 << 21, // CAP_SYS_ADMIN
             ..Credentials::default()
         };
         assert!(at(3, None).may_count_system_wide(&root));
+        let root_without_capabilities = Credentials {
+            cap_effective: 0,
+            ..root.clone()
+        };
+        assert!(!at(2, None).may_count_system_wide(&root_without_capabilities));
+        assert!(at(2, None).may_reset_busy(&root_without_capabilities));
         let namespaced_root = Credentials {
             initial_user_namespace: false,
             cap_effective: u64::MAX,

@@ -56,6 +56,35 @@ fn range(d: &Device, f: FileId, c: &Caller, start: u64, end: u64) -> Result<(), 
         .map_err(|e| e.errno())
 }
 
+/// uid 0 that dropped its capabilities (`setpriv --inh-caps=-all
+/// --bounding-set=-all`): the kernel refuses it `perf stat -a`, so the
+/// device refuses it LOGALL and kernel profiling; it is still uid 0.
+#[test]
+fn root_without_capabilities_gets_what_the_kernel_gives_it() {
+    let b = MockBackend::with_events(&[CLK]);
+    let d = device(Implementation::Ev4, &b, 2);
+    let c = Caller::with_credentials(
+        10,
+        Credentials {
+            tgid: 10,
+            cpus_allowed: vec![0, 1],
+            initial_user_namespace: true,
+            ..Credentials::default()
+        },
+    );
+    let f = d.open(&c, PCNTOPENALL).unwrap();
+    assert_eq!(
+        ioctl(&d, f, &c, n::PCNTLOGALL, 0).unwrap_err(),
+        Errno::EACCES
+    );
+    ioctl(&d, f, &c, n::PCNTLOGSELECT, 0).unwrap();
+    ioctl(&d, f, &c, n::PCNTRENABLE, 0).unwrap();
+    let r = root(11);
+    d.release(f);
+    let f = d.open(&r, PCNTOPENALL).unwrap();
+    ioctl(&d, f, &r, n::PCNTLOGALL, 0).unwrap();
+}
+
 #[test]
 fn capabilities_in_a_user_namespace_give_nothing() {
     let b = MockBackend::with_events(&[CLK]);
