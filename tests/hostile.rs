@@ -896,8 +896,13 @@ fn own_close_then_open_is_never_refused_at_once() {
 /// credentials from `/proc/<tid>/status` and `/proc/<tid>/ns/user`. While a
 /// process is in execve the kernel holds its exec locks until the FLUSH is
 /// answered, so the readlink blocked (state D), the FLUSH was never
-/// answered and the stuck daemon was killed. `Device::flush` now reads
-/// nothing from `/proc`.
+/// answered and the stuck daemon was killed. `Device::flush` now reads no
+/// `/proc` file of the caller.
+///
+/// Then another process closes its inherited copy and opens the device: the
+/// holder still holds it, so the open is refused at once. (Found later: any
+/// FLUSH marked the holder's release as on the way, and every other
+/// process's open waited the full second for it.)
 #[test]
 fn closing_on_exec_does_not_deadlock_the_daemon() {
     let _serial = serial();
@@ -924,7 +929,19 @@ fn closing_on_exec_does_not_deadlock_the_daemon() {
         assert_rows(
             who,
             &out,
-            &[("renable", "0"), ("exec_child", "0"), ("getcnt_after", "0")],
+            &[
+                ("renable", "0"),
+                ("exec_child", "0"),
+                ("getcnt_after", "0"),
+                ("contender_open", "EBUSY"),
+            ],
+        );
+        // The child's close must not pass for the holder's own: a refused
+        // open is immediate, far under the 1 s a holder's close earns.
+        let waited = values(&out)["contender_ms"];
+        assert!(
+            waited < 500,
+            "{who}: another process's open waited {waited} ms for a release that was not coming:\n{out}"
         );
         no_bugs(&daemon);
     }

@@ -986,6 +986,27 @@ cmd_execclose(void)
 		row("exec_child", WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : EINTR);
 	}
 	row("getcnt_after", counter0(fd, &c0));
+	/*
+	 * Another process that closes its inherited copy and opens: the
+	 * holder still holds the device, so its open is refused at once, not
+	 * after the wait a holder's own close earns.
+	 */
+	child = fork();
+	if (child < 0)
+		die("fork");
+	if (child == 0) {
+		double t0;
+		int e;
+
+		close(fd);
+		t0 = now_ms();
+		e = open(device, O_RDONLY | PCNTOPENALL);
+		printf("contender_ms=%.0f\n", now_ms() - t0);
+		row("contender_open", e < 0 ? errno : 0);
+		_exit(0);
+	}
+	if (waitpid(child, &status, 0) != child)
+		die("waitpid");
 	close(fd);
 	return 0;
 }

@@ -106,6 +106,8 @@ impl IoctlReply {
 /// apart so that looking at it never waits on the open's work.
 struct Slot {
     file: Mutex<OpenFile>,
+    /// The process that opened it (fixed; read without the file's lock).
+    opener_tgid: i32,
     closing: std::sync::atomic::AtomicBool,
 }
 
@@ -241,6 +243,7 @@ impl Device {
             false
         };
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let opener_tgid = creds.tgid;
         let checkout =
             self.store
                 .check_out(id, creds.euid, &cpus, now_cycles(self.config.cpu_khz))?;
@@ -263,6 +266,7 @@ impl Device {
                 id,
                 Arc::new(Slot {
                     file: Mutex::new(file),
+                    opener_tgid,
                     closing: std::sync::atomic::AtomicBool::new(false),
                 }),
             );
@@ -275,11 +279,18 @@ impl Device {
     /// sends it after `close(2)` has returned), so an open right after may
     /// find the device still held: see [`Device::release_in_flight`].
     ///
-    /// Reads nothing from `/proc`: a FLUSH can come from a thread in the
-    /// middle of `execve` (closing its close-on-exec descriptors) that holds
-    /// locks `/proc` needs, and waits for this very reply.
-    pub fn flush(&self, id: FileId, _caller: &Caller) {
-        if let Ok(slot) = self.file(id) {
+    /// Only a close by the opener's own process marks its release as on
+    /// the way: a child that inherited the descriptor and closes it (an exec
+    /// of a close-on-exec descriptor) leaves the opener holding the device,
+    /// and other opens must then be refused at once, not made to wait.
+    ///
+    /// Reads no `/proc` file of the caller: a FLUSH can come from a thread
+    /// in the middle of `execve` (closing its close-on-exec descriptors) that
+    /// holds locks those need, and waits for this very reply.
+    pub fn flush(&self, id: FileId, caller: &Caller) {
+        if let Ok(slot) = self.file(id)
+            && crate::policy::same_process(slot.opener_tgid, caller.tid())
+        {
             slot.closing.store(true, Ordering::Relaxed);
         }
     }

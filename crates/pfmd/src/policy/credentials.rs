@@ -93,6 +93,16 @@ impl Credentials {
 
 /// The user namespace a thread lives in, as the `/proc/<tid>/ns/user` link
 /// names it (`user:[4026531837]`).
+/// Whether thread `tid` belongs to process `tgid`. Only looks the name
+/// `/proc/<tgid>/task/<tid>` up, which takes none of the locks a thread in
+/// `execve` holds (reading its files would: see `Device::flush`).
+pub fn same_process(tgid: i32, tid: i32) -> bool {
+    tid == tgid
+        || (tgid > 0
+            && tid > 0
+            && std::fs::symlink_metadata(format!("/proc/{tgid}/task/{tid}")).is_ok())
+}
+
 fn user_namespace(pid: i32) -> std::io::Result<std::path::PathBuf> {
     std::fs::read_link(format!("/proc/{pid}/ns/user"))
 }
@@ -199,6 +209,18 @@ mod tests {
             "uid 0 without capabilities is not privileged for perf"
         );
         assert!(Credentials::parse_status("Name: x\n").is_none());
+    }
+
+    #[test]
+    fn tells_a_thread_of_the_process_from_another_process() {
+        let me = std::process::id() as i32;
+        let thread = std::thread::spawn(|| nix::unistd::gettid().as_raw())
+            .join()
+            .unwrap();
+        assert!(same_process(me, me));
+        assert!(same_process(me, nix::unistd::gettid().as_raw()));
+        assert!(!same_process(me, 1), "pid 1 is not a thread of the test");
+        assert!(!same_process(me, thread), "an exited thread is gone");
     }
 
     #[test]
