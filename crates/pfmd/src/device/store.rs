@@ -70,7 +70,7 @@ impl Store {
     /// Marks `cpus` held by `id` and hands over their counts and the last
     /// selection, or `EBUSY` naming a CPU another open holds. Counts and
     /// selection another user left are not handed over: they start clear
-    /// (`now_cycles` stamps the cleared `pr_cycle`).
+    /// (`now_cycles` stamps the cleared `pr_cycle`), and are gone for good.
     pub fn check_out(
         &self,
         id: FileId,
@@ -99,9 +99,14 @@ impl Store {
             }
             tallies[cpu as usize] = slot.tally;
         }
+        // Another user's open ends the carried selection, as it clears the
+        // counts: whoever opens after it, its maker included, starts clean.
+        if inner.carried.as_ref().is_some_and(|c| c.owner != uid) {
+            inner.carried = None;
+        }
         let state = match &inner.carried {
-            Some(carried) if carried.owner == uid => carried.state.reopened(),
-            _ => CounterState {
+            Some(carried) => carried.state.reopened(),
+            None => CounterState {
                 registers: Registers::new(self.first_periods),
                 counters: Default::default(),
             },

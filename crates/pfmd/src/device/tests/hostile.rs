@@ -152,13 +152,25 @@ fn another_user_starts_with_clear_counts_and_no_selection() {
     );
     d.release(f);
 
-    // The same user again finds what they left.
+    // Root again, after nobody's open: a different uid from the last
+    // holder's, so a clean start too.
     let f = d.open(&root(11), PCNTOPENALL).unwrap();
     assert_eq!(
         counts(&d, f, &root(11)).pf_cntr0,
         0,
         "nobody's open cleared them"
     );
+    assert_eq!(
+        info(&d, f, &root(11)).pi_period,
+        [0; 3],
+        "and root's old selection with them"
+    );
+    ioctl(&d, f, &r, n::PCNTSETMUX, Iccsr::new(0xa, 0, 1, 0, 2).0).unwrap();
+    d.release(f);
+
+    // The same user with no one between finds its selection.
+    let f = d.open(&root(12), PCNTOPENALL).unwrap();
+    assert_ne!(info(&d, f, &root(12)).pi_period, [0; 3]);
     d.release(f);
 }
 
