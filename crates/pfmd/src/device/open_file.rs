@@ -436,12 +436,19 @@ impl OpenFile {
 
     /// Folds the pending events into the tallies and the pending samples
     /// into the histograms. After it, both hold everything counted so far.
+    /// An interrupt folded in happened before now, and nothing counts
+    /// after a fold until the open runs again: `pr_cycle` is stamped here,
+    /// so a read long after a disable does not date the last interrupt to
+    /// the read.
     pub fn fold(&mut self, khz: u64) -> Result<(), DeviceError> {
         self.drain_samples();
+        let now = super::now_cycles(khz);
         for (cpu, events) in self.pending_events(khz, true)? {
             if let Some(cpu_tally) = self.tallies.get(cpu as usize) {
                 let counters = self.projected(cpu_tally, Some(&events));
-                self.tallies[cpu as usize].counters = counters;
+                let tally = &mut self.tallies[cpu as usize];
+                tally.counters = counters;
+                tally.stamp(&counters, now);
             }
         }
         Ok(())

@@ -70,6 +70,31 @@ fn open_modes_hold_cpus_and_busy_is_per_cpu() {
     assert!(d.open(&root(18), 0).is_ok(), "no mode bits means ALL");
 }
 
+/// `pr_cycle` dates the most recent interrupt: a read long after
+/// `PCNTRDISABLE` reports the time the interrupts were folded in at the
+/// disable, not the time of the read.
+#[test]
+fn pr_cycle_is_not_the_time_of_a_late_read() {
+    let b = MockBackend::with_events(&[HostEvent::CpuClock]);
+    let d = device_with(&b, 2);
+    let khz = d.config().cpu_khz;
+    let c = root(10);
+    let f = d.open(&c, PCNTOPENALL).unwrap();
+    counting_setup(&d, f, &c);
+    ioctl(&d, f, &c, n::PCNTRENABLE, 0).unwrap();
+    b.advance(0, Target::AllTasks, HostEvent::CpuClock, 5 * 4096);
+    ioctl(&d, f, &c, n::PCNTRDISABLE, 0).unwrap();
+    let after_disable = crate::device::now_cycles(khz);
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    let got = getcnt(&d, f, &c);
+    assert_eq!(got[0].pf_cntr0, 5);
+    assert!(
+        got[0].pr_cycle <= after_disable,
+        "pr_cycle {} is later than the disable ({after_disable})",
+        got[0].pr_cycle
+    );
+}
+
 #[test]
 fn interrupts_are_floor_of_events_over_period_while_enabled() {
     let b = MockBackend::with_events(&[HostEvent::CpuClock]);
