@@ -187,8 +187,8 @@ fn pid_namespace_client_counts_its_own_threads() {
             "{who}: the PME thread was not counted:\n{out}"
         );
         if v["fidelity"] == pfm_model::Fidelity::Approximate.abi_code() {
-            // cpu-clock: the thread's run time at the nominal clock. Both
-            // sides measure the same CPU time, so load does not skew them.
+            // cpu-clock: the thread's run time at the nominal clock, against
+            // the thread's own task-clock: one clock, so load does not skew them.
             let expected = v["pme_cpu_ns"] as f64 * v["khz"] as f64 / 1e6 / v["period"] as f64;
             let got = v["phase2"] as f64;
             assert!(
