@@ -214,13 +214,28 @@ mod tests {
     #[test]
     fn tells_a_thread_of_the_process_from_another_process() {
         let me = std::process::id() as i32;
-        let thread = std::thread::spawn(|| nix::unistd::gettid().as_raw())
-            .join()
+        let (tid_tx, tid_rx) = std::sync::mpsc::channel();
+        let (stop_tx, stop_rx) = std::sync::mpsc::channel::<()>();
+        let thread = std::thread::spawn(move || {
+            tid_tx.send(nix::unistd::gettid().as_raw()).unwrap();
+            let _ = stop_rx.recv();
+        });
+        let sibling = tid_rx.recv().unwrap();
+        let mut child = std::process::Command::new("sleep")
+            .arg("10")
+            .spawn()
             .unwrap();
         assert!(same_process(me, me));
-        assert!(same_process(me, nix::unistd::gettid().as_raw()));
+        assert!(same_process(me, sibling), "a live sibling thread");
+        assert!(
+            !same_process(me, child.id() as i32),
+            "a child process is not a thread of this one"
+        );
         assert!(!same_process(me, 1), "pid 1 is not a thread of the test");
-        assert!(!same_process(me, thread), "an exited thread is gone");
+        let _ = child.kill();
+        let _ = child.wait();
+        stop_tx.send(()).unwrap();
+        thread.join().unwrap();
     }
 
     #[test]
