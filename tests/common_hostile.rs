@@ -114,13 +114,13 @@ pub fn alive(daemon: &mut Daemon) -> bool {
         .is_some_and(|c| matches!(c.try_wait(), Ok(None)))
 }
 
-/// The hostile C client (`tests/hostile/client.c`), built once per test
-/// binary, world-executable.
+/// The hostile C client (`tests/hostile/client.c`, after
+/// [`common::TASK_CLOCK_C`]), built once per test binary, world-executable.
 pub fn client_program() -> PathBuf {
     let include = Path::new(common::CRATE).join("include");
     common::c_source(
         "hostile_client",
-        include_str!("hostile/client.c"),
+        &common::with_task_clock(include_str!("hostile/client.c")),
         &["-I", include.to_str().unwrap(), "-pthread", "-Wextra"],
     )
 }

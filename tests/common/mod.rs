@@ -385,7 +385,7 @@ static long long task_clock_ns(void) {
 		owner = tid;
 	}
 	long long v;
-	if (read(fd, &v, sizeof v) != sizeof v) { perror("read(task-clock)"); exit(3); }
+	if (read(fd, &v, sizeof v) != (ssize_t)sizeof v) { perror("read(task-clock)"); exit(3); }
 	return v;
 }
 "#;

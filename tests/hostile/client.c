@@ -4,7 +4,8 @@
  * program would write it, against <sys/pfcntr.h>.  Output is "key=value"
  * words and "row NAME ERRNO" lines for the Rust side to check; the exit
  * status is 0 unless the program itself could not run (bad usage, no
- * device), which is 2.
+ * device), which is 2.  tests/common_hostile.rs builds it after
+ * tests/common's TASK_CLOCK_C, which gives it task_clock_ns().
  *
  *	hostile_client userns DEV            privilege rows (run it in a user ns)
  *	hostile_client pidns DEV             LOGSELECT from inside a PID namespace
@@ -27,7 +28,6 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
-#include <linux/perf_event.h>
 #include <sys/wait.h>
 #include <sys/pfcntr.h>
 #include <errno.h>
@@ -213,33 +213,6 @@ thread_cpu_ns(void)
 	return (unsigned long)ts.tv_sec * 1000000000UL + (unsigned long)ts.tv_nsec;
 }
 
-/*
- * This thread's CPU time on perf's task-clock: the clock cpu-clock, and so
- * pfmd's cycles on a host without a PMU, runs on.  The scheduler's CPU time
- * leaves steal time out and runs behind it on a loaded host.
- */
-static unsigned long
-thread_task_clock_ns(void)
-{
-	static __thread int fd = -1;
-	struct perf_event_attr a;
-	unsigned long long v;
-
-	if (fd < 0) {
-		memset(&a, 0, sizeof a);
-		a.type = PERF_TYPE_SOFTWARE;
-		a.size = sizeof a;
-		a.config = PERF_COUNT_SW_TASK_CLOCK;
-		a.exclude_kernel = a.exclude_hv = 1;	/* time counts either way */
-		fd = (int)syscall(SYS_perf_event_open, &a, 0, -1, -1, 0);
-		if (fd < 0)
-			die("perf_event_open(task-clock)");
-	}
-	if (read(fd, &v, sizeof v) != (ssize_t)sizeof v)
-		die("read(task-clock)");
-	return (unsigned long)v;
-}
-
 static volatile unsigned long sink;
 
 /* Burns `ns` of this thread's CPU time. */
@@ -362,9 +335,11 @@ pme_thread(void *arg)
 		die("write");
 	if (read(pme_go[0], &c, 1) != 1)	/* asleep through phase 1 */
 		die("read");
-	start = thread_task_clock_ns();
+	/* task_clock_ns(): tests/common's TASK_CLOCK_C, which the harness
+	 * puts before this file; the clock pfmd's cycles run on here. */
+	start = (unsigned long)task_clock_ns();
 	burn(300000000UL);
-	pme_ns = thread_task_clock_ns() - start;
+	pme_ns = (unsigned long)task_clock_ns() - start;
 	if (write(pme_done[1], "x", 1) != 1)
 		die("write");
 	return 0;
