@@ -34,6 +34,13 @@ fn counting_setup(d: &Device, f: FileId, c: &Caller) {
     ioctl(d, f, c, n::PCNTCLEARCNT, 0).unwrap();
 }
 
+/// An open in `mode` by `c`, counting PF_CYCLES every 4096, cleared.
+fn counting_open(d: &Device, c: &Caller, mode: i32) -> FileId {
+    let f = d.open(c, mode).unwrap();
+    counting_setup(d, f, c);
+    f
+}
+
 #[test]
 fn open_modes_hold_cpus_and_busy_is_per_cpu() {
     let b = MockBackend::with_events(&[HostEvent::CpuClock]);
@@ -79,8 +86,7 @@ fn pr_cycle_is_not_the_time_of_a_late_read() {
     let d = device_with(&b, 2);
     let khz = d.config().cpu_khz;
     let c = root(10);
-    let f = d.open(&c, PCNTOPENALL).unwrap();
-    counting_setup(&d, f, &c);
+    let f = counting_open(&d, &c, PCNTOPENALL);
     ioctl(&d, f, &c, n::PCNTRENABLE, 0).unwrap();
     b.advance(0, Target::AllTasks, HostEvent::CpuClock, 5 * 4096);
     ioctl(&d, f, &c, n::PCNTRDISABLE, 0).unwrap();
@@ -100,8 +106,7 @@ fn interrupts_are_floor_of_events_over_period_while_enabled() {
     let b = MockBackend::with_events(&[HostEvent::CpuClock]);
     let d = device_with(&b, 2);
     let c = root(10);
-    let f = d.open(&c, PCNTOPENALL).unwrap();
-    counting_setup(&d, f, &c);
+    let f = counting_open(&d, &c, PCNTOPENALL);
     b.advance(0, Target::AllTasks, HostEvent::CpuClock, 1_000_000);
     assert_eq!(
         getcnt(&d, f, &c)[0].pf_cntr0,
@@ -133,8 +138,7 @@ fn counts_survive_close_and_reopen_until_cleared() {
     let b = MockBackend::with_events(&[HostEvent::CpuClock]);
     let d = device_with(&b, 2);
     let c = root(10);
-    let f = d.open(&c, PCNTOPENALL).unwrap();
-    counting_setup(&d, f, &c);
+    let f = counting_open(&d, &c, PCNTOPENALL);
     ioctl(&d, f, &c, n::PCNTRENABLE, 0).unwrap();
     b.advance(0, Target::AllTasks, HostEvent::CpuClock, 5 * 4096);
     d.release(f);
@@ -163,8 +167,7 @@ fn each_mode_returns_one_element_per_configured_cpu() {
     let b = MockBackend::with_events(&[HostEvent::CpuClock]);
     let d = device_with(&b, 2);
     let c = root(10);
-    let f = d.open(&c, PCNTOPENEACH).unwrap();
-    counting_setup(&d, f, &c);
+    let f = counting_open(&d, &c, PCNTOPENEACH);
     ioctl(&d, f, &c, n::PCNTRENABLE, 0).unwrap();
     b.advance(0, Target::AllTasks, HostEvent::CpuClock, 3 * 4096);
     b.advance(1, Target::AllTasks, HostEvent::CpuClock, 7 * 4096);
@@ -180,8 +183,7 @@ fn one_mode_counts_only_its_cpu() {
     let b = MockBackend::with_events(&[HostEvent::CpuClock]);
     let d = device_with(&b, 0);
     let c = user(10, vec![1]);
-    let f = d.open(&c, PCNTOPENONE).unwrap();
-    counting_setup(&d, f, &c);
+    let f = counting_open(&d, &c, PCNTOPENONE);
     ioctl(&d, f, &c, n::PCNTRENABLE, 0).unwrap();
     b.advance(0, Target::AllTasks, HostEvent::CpuClock, 9 * 4096);
     b.advance(1, Target::AllTasks, HostEvent::CpuClock, 2 * 4096);
@@ -270,8 +272,7 @@ fn unprivileged_callers_count_only_their_own_threads() {
     let b = MockBackend::with_events(&[HostEvent::CpuClock]);
     let d = device_with(&b, 2);
     let c = user(20, vec![0, 1]);
-    let f = d.open(&c, PCNTOPENALL).unwrap();
-    counting_setup(&d, f, &c);
+    let f = counting_open(&d, &c, PCNTOPENALL);
     assert_eq!(
         ioctl(&d, f, &c, n::PCNTLOGALL, 0).unwrap_err(),
         Errno::EACCES
@@ -333,8 +334,7 @@ fn info_reports_model_cpus_and_fidelity() {
     let b = MockBackend::with_events(&[HostEvent::CpuClock]);
     let d = device_with(&b, 2);
     let c = root(10);
-    let f = d.open(&c, PCNTOPENEACH).unwrap();
-    counting_setup(&d, f, &c);
+    let f = counting_open(&d, &c, PCNTOPENEACH);
     let info = PfmInfo::read_from_bytes(&ioctl(&d, f, &c, n::PCNTGETINFO, 0).unwrap().out).unwrap();
     assert_eq!(info.pi_version, 1);
     assert_eq!(
@@ -363,8 +363,7 @@ fn only_cpu_wide_shared_groups_are_scaled() {
     b.set_times(2, 1);
     let d = device_with(&b, 2);
     let c = root(10);
-    let f = d.open(&c, PCNTOPENALL).unwrap();
-    counting_setup(&d, f, &c);
+    let f = counting_open(&d, &c, PCNTOPENALL);
     ioctl(&d, f, &c, n::PCNTLOGSELECT, 0).unwrap();
     ioctl(&d, f, &c, n::PCNTRENABLE, 0).unwrap();
     b.advance(0, Target::Thread(10), HostEvent::CpuClock, 3 * 4096);
@@ -377,8 +376,7 @@ fn only_cpu_wide_shared_groups_are_scaled() {
     d.release(f);
 
     b.set_contended(true);
-    let f = d.open(&c, PCNTOPENALL).unwrap();
-    counting_setup(&d, f, &c);
+    let f = counting_open(&d, &c, PCNTOPENALL);
     ioctl(&d, f, &c, n::PCNTRENABLE, 0).unwrap();
     b.advance(0, Target::AllTasks, HostEvent::CpuClock, 3 * 4096);
     assert_eq!(
@@ -439,8 +437,7 @@ fn disable_and_enable_keep_the_host_events_open() {
     let b = MockBackend::with_events(&[HostEvent::CpuClock]);
     let d = device_with(&b, 2);
     let c = root(10);
-    let f = d.open(&c, PCNTOPENALL).unwrap();
-    counting_setup(&d, f, &c);
+    let f = counting_open(&d, &c, PCNTOPENALL);
     ioctl(&d, f, &c, n::PCNTLOGSELECT, 0).unwrap();
     ioctl(&d, f, &c, n::PCNTRENABLE, 0).unwrap();
     let opened = b.opened().len();
