@@ -120,6 +120,23 @@ fn cycles() -> Iccsr {
     Iccsr::new(PF_CYCLES, 0, PF_C0_INT_EVERY_4096, 0, 2)
 }
 
+/// Steal time of all CPUs so far (`/proc/stat`), in ns: time the host ran
+/// something else while a vCPU of this VM was ready to run.
+fn steal_ns() -> u64 {
+    let stat = std::fs::read_to_string("/proc/stat").expect("/proc/stat");
+    let ticks: u64 = stat
+        .lines()
+        .next()
+        .and_then(|cpu| cpu.split_whitespace().nth(8))
+        .and_then(|v| v.parse().ok())
+        .expect("the steal field of /proc/stat's cpu line");
+    let hz = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
+        .ok()
+        .flatten()
+        .unwrap_or(100) as u64;
+    ticks * 1_000_000_000 / hz
+}
+
 /// Interrupts `cpu_ns` of CPU make at the pinned clock.
 fn interrupts_of(cpu_ns: u64) -> f64 {
     cpu_ns as f64 * MHZ as f64 / 1000.0 / PERIOD as f64
@@ -178,22 +195,29 @@ fn ipl_user_ticks_dominate_a_busy_loop_and_total_the_interrupts() {
     let daemon = daemon();
     let dev = sampling_device(&daemon, OpenMode::All, Items::COUNTERS | Items::IPL);
     dev.clear_counts().unwrap();
+    let steal_before = steal_ns();
     dev.enable().unwrap();
     let cpu_ns = run_work(Command::new(work()).args(["user", "300"]));
     dev.disable().unwrap();
+    let stolen = steal_ns().saturating_sub(steal_before);
     let ipl = dev.ipl_histograms().unwrap()[0].ipl;
     let counts = dev.ev4_counts().unwrap()[0];
     let info = dev.info().unwrap();
     let total = ipl_total(&ipl);
     let summary = format!(
-        "ipl {ipl:?} counts {counts:?} sample_period {} lost {} workload {cpu_ns} ns\n{}",
+        "ipl {ipl:?} counts {counts:?} sample_period {} lost {} workload {cpu_ns} ns, \
+         steal {stolen} ns\n{}",
         info.pi_sample_period[0],
         info.pi_lost_samples,
         daemon.log()
     );
     assert!(info.pi_sample_period[0] >= PERIOD, "{summary}");
+    // Time the host steals from this VM runs on cpu-clock too, and is
+    // charged to wherever the late timer's sample lands (often the guest
+    // kernel resuming): allowed as kernel ticks, measured in the same window.
+    let stolen_interrupts = interrupts_of(stolen);
     assert!(
-        ipl[8] as f64 >= 0.9 * total as f64,
+        ipl[8] as f64 + stolen_interrupts >= 0.9 * total as f64,
         "user ticks should dominate: {summary}"
     );
     assert!(
