@@ -85,6 +85,11 @@ fn handled(signals: bool) -> SigSet {
     set
 }
 
+/// CPU time the command may run across one multiplexing read (a read takes
+/// some 20 µs) before it is taken again, up to `READ_TRIES` times.
+const READ_BRACKET_NS: u64 = 100_000;
+const READ_TRIES: usize = 8;
+
 /// Counting state between two reads.
 struct Timeline<'a> {
     device: &'a mut CountingDevice,
@@ -102,22 +107,37 @@ impl Timeline<'_> {
     /// Reads the counters (and the command's CPU time when weighing by it);
     /// returns the reading, the interval's wall time and its weight.
     fn read(&mut self, pids: &[i32]) -> Result<(Reading, Duration, Duration), Error> {
-        let cpu_before = self.clock.as_mut().map(|c| c.sample(pids));
-        let now = self.device.read()?;
-        let wall = now.at - self.last.at;
-        let weight = match self.clock.as_mut() {
-            Some(clock) => {
-                // The device's snapshot lies somewhere inside the read: take
-                // the command's CPU time at the read's midpoint.
-                let after = clock.sample(pids);
-                let before = cpu_before.unwrap_or(after);
-                let cpu = before + (after - before) / 2;
-                let w = Duration::from_nanos(cpu.saturating_sub(self.last_cpu));
-                self.last_cpu = cpu;
-                w
-            }
-            None => wall,
+        let Some(clock) = self.clock.as_mut() else {
+            let now = self.device.read()?;
+            let wall = now.at - self.last.at;
+            return Ok((now, wall, wall));
         };
+        // The device's snapshot lies somewhere inside the read, so the
+        // command's CPU time is taken on both sides and the midpoint used.
+        // The bracket's width is the weight's error: when pfmstat or the
+        // daemon waited for a CPU inside it while the command ran (a loaded
+        // machine), the read is taken again and the narrowest one kept.
+        let mut bracketed = || -> Result<(Reading, u64, u64), Error> {
+            let before = clock.sample(pids);
+            let now = self.device.read()?;
+            let after = clock.sample(pids);
+            let width = after.saturating_sub(before);
+            Ok((now, before + width / 2, width))
+        };
+        let mut best = bracketed()?;
+        for _ in 1..READ_TRIES {
+            if best.2 <= READ_BRACKET_NS {
+                break;
+            }
+            let again = bracketed()?;
+            if again.2 < best.2 {
+                best = again;
+            }
+        }
+        let (now, cpu, _) = best;
+        let wall = now.at - self.last.at;
+        let weight = Duration::from_nanos(cpu.saturating_sub(self.last_cpu));
+        self.last_cpu = cpu;
         Ok((now, wall, weight))
     }
 
