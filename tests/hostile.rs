@@ -612,9 +612,14 @@ fn profile_memory_per_user_is_enforced() {
 }
 
 /// The daemon gives a big profile's memory back: 48 MiB of buckets (a 192
-/// MiB range at stride 4) raise its RSS, and after the close its RSS comes
-/// back down, three times over. The peak is measured in the same test; the
-/// slack is a quarter of the rise.
+/// MiB range at stride 4 in ALL, the same bytes split over the CPUs in
+/// EACH) raise its RSS, and after the close its RSS comes back down, four
+/// times over. Each round reads the whole profile, whose pieces and
+/// snapshot are allocations of their own. (Before the daemon mapped large
+/// allocations, 3-4 MiB stayed in glibc's thread heaps after each round
+/// here, and 20 MiB and more after other patterns of reads.) The peak is
+/// measured in the same test; the slack is a twentieth of the rise (0.1-0.3
+/// MiB stay now).
 #[test]
 fn daemon_rss_comes_back_down_after_a_big_profile() {
     let _serial = serial();
@@ -628,15 +633,17 @@ fn daemon_rss_comes_back_down_after_a_big_profile() {
     // Warm up the daemon's threads and allocator first.
     drop(open_when_free(&daemon, OpenMode::All));
     let base = rss_kib(daemon.pid());
-    for round in 1..=3 {
-        let device = open_when_free(&daemon, OpenMode::All);
+    let modes = [OpenMode::All, OpenMode::Each, OpenMode::Each, OpenMode::All];
+    for (round, mode) in (1..).zip(modes) {
+        let device = open_when_free(&daemon, mode);
+        let range = RANGE / device.elements() as u64;
         device
             .set_items(Items::COUNTERS | Items::PROFILING)
             .unwrap();
         device
-            .set_range(false, 0x40_0000, 0x40_0000 + RANGE, Some(4))
+            .set_range(false, 0x40_0000, 0x40_0000 + range, Some(4))
             .unwrap();
-        assert_eq!(device.profile_size().unwrap(), BUCKET_BYTES);
+        assert_eq!(device.profile_size().unwrap(), BUCKET_BYTES, "{mode:?}");
         let profile = device.read_profile().unwrap();
         assert_eq!(profile.len() as u64, BUCKET_BYTES / 4);
         drop(profile);
@@ -653,17 +660,17 @@ fn daemon_rss_comes_back_down_after_a_big_profile() {
         );
         let waited = Instant::now();
         let mut after = rss_kib(daemon.pid());
-        while after > base + rise / 4 && waited.elapsed() < Duration::from_secs(30) {
+        while after > base + rise / 20 && waited.elapsed() < Duration::from_secs(30) {
             std::thread::sleep(Duration::from_millis(50));
             after = rss_kib(daemon.pid());
         }
         println!(
-            "round {round}: RSS base {base} KiB, peak {peak} KiB, after close {after} KiB ({} ms after the reopen)",
+            "round {round} ({mode:?}): RSS base {base} KiB, peak {peak} KiB, after close {after} KiB ({} ms after the reopen)",
             waited.elapsed().as_millis()
         );
         assert!(
-            after <= base + rise / 4,
-            "round {round}: RSS stayed up 30 s after the close: base {base} KiB, peak {peak} KiB, after {after} KiB"
+            after <= base + rise / 20,
+            "round {round} ({mode:?}): RSS stayed up 30 s after the close: base {base} KiB, peak {peak} KiB, after {after} KiB"
         );
     }
     no_bugs(&daemon);

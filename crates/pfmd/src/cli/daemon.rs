@@ -21,6 +21,7 @@ pub fn run(args: &Args) -> Result<(), StartError> {
                 .into(),
         ));
     }
+    crate::device::memory::map_large_allocations();
     // Block the stop signals before any thread starts, so every thread
     // inherits the mask and only the sigwait below sees them.
     let mut stop = SigSet::empty();
