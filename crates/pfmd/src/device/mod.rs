@@ -35,7 +35,7 @@ pub use error::DeviceError;
 use crate::backend::Backend;
 use crate::policy::{Caller, SecurityPolicy};
 use open_file::{OpenFile, Opening};
-use pfm_abi::{OpenMode, Request, numbers};
+use pfm_abi::{Items, OpenMode, Request, numbers};
 use pfm_model::{EventMap, Implementation, Model};
 use session::Session;
 use std::collections::HashMap;
@@ -366,6 +366,12 @@ impl Device {
         contained("read", || {
             let slot = self.file(id)?;
             let mut file = lock(&slot.file);
+            // Profiling deselected: nothing to read, as PCNTGETRSIZE says
+            // (the buckets stay for a later PCNTSETITEMS that selects it).
+            if !file.settings.items.contains(Items::PROFILING) {
+                file.sampled.read_snapshot = None;
+                return Ok(Vec::new());
+            }
             // A piece past 0 with no snapshot belongs to a call whose
             // snapshot another call on the same descriptor (another thread)
             // replaced or finished: serve it from a new one rather than

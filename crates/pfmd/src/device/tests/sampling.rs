@@ -161,6 +161,18 @@ fn profile_buckets_rsize_and_read_snapshots() {
         d.read(f, &c, 0, 64).unwrap(),
         ((3 * w) as u32).to_ne_bytes().to_vec()
     );
+    // Profiling deselected: PCNTGETRSIZE is 0 and read(2) returns nothing,
+    // as that says; selected again, the range and its buckets are back.
+    let rsize = |d: &Device| call(d, f, &c, n::PCNTGETRSIZE, &[]).unwrap().out;
+    call(&d, f, &c, n::PCNTSETITEMS, &long(abi::PFM_COUNTERS)).unwrap();
+    assert_eq!(rsize(&d), 0u64.to_ne_bytes());
+    assert_eq!(d.read(f, &c, 0, 64).unwrap(), Vec::<u8>::new());
+    call(&d, f, &c, n::PCNTSETITEMS, &long(abi::PFM_PROFILING)).unwrap();
+    assert_eq!(rsize(&d), 4u64.to_ne_bytes());
+    assert_eq!(
+        d.read(f, &c, 0, 64).unwrap(),
+        ((3 * w) as u32).to_ne_bytes().to_vec()
+    );
 }
 
 #[test]
