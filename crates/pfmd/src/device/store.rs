@@ -68,9 +68,10 @@ impl Store {
     }
 
     /// Marks `cpus` held by `id` and hands over their counts and the last
-    /// selection, or `EBUSY` naming a CPU another open holds. Counts and
-    /// selection another user left are not handed over: they start clear
-    /// (`now_cycles` stamps the cleared `pr_cycle`), and are gone for good.
+    /// selection, or `EBUSY` naming a CPU another open holds. Counts (on
+    /// every CPU no open holds, not only `cpus`) and selection another user
+    /// left are not handed over: they are cleared (`now_cycles` stamps the
+    /// cleared `pr_cycle`), and gone for good.
     pub fn check_out(
         &self,
         id: FileId,
@@ -89,6 +90,20 @@ impl Store {
                 "cpu {cpu} is held by another open"
             )));
         }
+        // Another user's open ends what the previous user left: its counts
+        // on every CPU no open holds, and its carried selection. Whoever
+        // opens after it, the previous user included, starts clean (counts
+        // of a selection that is gone would mean nothing). Counts of a CPU
+        // another open holds are that open's until it closes.
+        if inner.carried.as_ref().is_some_and(|c| c.owner != uid) {
+            inner.carried = None;
+        }
+        for slot in inner.cpus.iter_mut() {
+            if slot.holder.is_none() && slot.owner.is_some_and(|owner| owner != uid) {
+                slot.tally.clear(now_cycles);
+                slot.owner = None;
+            }
+        }
         let mut tallies = vec![CpuTally::default(); inner.cpus.len()];
         for &cpu in cpus {
             let slot = &mut inner.cpus[cpu as usize];
@@ -98,11 +113,6 @@ impl Store {
                 slot.owner = Some(uid);
             }
             tallies[cpu as usize] = slot.tally;
-        }
-        // Another user's open ends the carried selection, as it clears the
-        // counts: whoever opens after it, its maker included, starts clean.
-        if inner.carried.as_ref().is_some_and(|c| c.owner != uid) {
-            inner.carried = None;
         }
         let state = match &inner.carried {
             Some(carried) => carried.state.reopened(),

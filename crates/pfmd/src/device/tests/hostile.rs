@@ -174,6 +174,34 @@ fn another_user_starts_with_clear_counts_and_no_selection() {
     d.release(f);
 }
 
+/// Another user's ONE open of one CPU ends the previous user's counts on
+/// the other CPUs too: they belong to a selection that is gone.
+#[test]
+fn another_users_one_open_clears_every_cpu_nobody_holds() {
+    let b = MockBackend::with_events(&[CLK]);
+    let d = device(Implementation::Ev4, &b, 2);
+    let r = root(10);
+    let f = d.open(&r, PCNTOPENALL).unwrap();
+    ioctl(&d, f, &r, n::PCNTSETMUX, Iccsr::new(0xa, 0, 1, 0, 2).0).unwrap();
+    ioctl(&d, f, &r, n::PCNTRENABLE, 0).unwrap();
+    b.advance(0, Target::AllTasks, CLK, 40_960_000);
+    assert!(counts(&d, f, &r).pf_cntr0 > 0);
+    d.release(f);
+
+    let nobody_on_cpu1 = user(20, vec![1]);
+    let f = d.open(&nobody_on_cpu1, PCNTOPENONE).unwrap();
+    d.release(f);
+
+    let f = d.open(&root(11), PCNTOPENALL).unwrap();
+    assert_eq!(
+        counts(&d, f, &root(11)).pf_cntr0,
+        0,
+        "cpu 0's counts went with root's selection"
+    );
+    assert_eq!(info(&d, f, &root(11)).pi_period, [0; 3]);
+    d.release(f);
+}
+
 #[test]
 fn a_pme_thread_that_exits_does_not_wedge_the_open() {
     let b = MockBackend::with_events(&[CLK]);
