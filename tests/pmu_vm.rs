@@ -940,12 +940,28 @@ run log cat /tmp/exact.out /tmp/multiplexed.out /tmp/pfmd-ev5.log
         "pfmstat exact, pmu_probe loop {NP}: PF5_MUX0_ISSUES {truth}, PF5_MUX2_C_CYCLES {}",
         cycles["count"]
     )];
+    // An event alone on its counter (here counter 2's cycles) is in every
+    // configuration: it misses only the switches, and in this 1-CPU VM the
+    // command hardly runs while pfmstat and the daemon switch, so its share
+    // may come within a fraction of a percent of 1. Every other event
+    // shares its counter.
+    let alone_on_counter = |e: &serde_json::Value| {
+        counted
+            .iter()
+            .filter(|other| other["counter"] == e["counter"])
+            .count()
+            == 1
+    };
     for e in &counted {
         let name = e["name"].as_str().unwrap();
         let share = e["share"].as_f64().unwrap();
         let estimate = e["count"].as_f64().unwrap();
         assert_eq!(e["estimate"], true, "{e:#}");
-        assert!(share < 0.995, "{name} counted all the time: {e:#}");
+        if alone_on_counter(e) {
+            assert!(share > 0.5, "{name} is in every configuration: {e:#}");
+        } else {
+            assert!(share < 0.9, "{name} shares its counter: {e:#}");
+        }
         let expected = match name {
             "PF5_MUX0_CYCLES" | "PF5_MUX0_ISSUES" | "PF5_MUX2_C_CYCLES" => truth as f64,
             // qemu's stall events are constant zero: 0 scaled is 0.
