@@ -311,9 +311,13 @@ fn conflicting_counters_are_an_error_and_nothing_runs() {
 /// event this host counts); counter 1 rotates over its countable events
 /// (PF6_MUX1_CYCLES, PF6_MUX1_RET_BRANCH_MISPREDICTS, which counts cycles
 /// like the chip, and the alignment-fault count). Every cycles-type estimate
-/// must land within the stated multiplexing error (10% for a steady 1 s run
-/// at 10 ms slices; measured 1-3%) of the true total, the workload's CPU
-/// time at 2000 MHz, though each was counted only part of the time.
+/// must land within 3% of the true total, the workload's CPU time at 2000
+/// MHz, though each was counted only part of the time: a cycles rate per CPU
+/// second is steady, so scaling by the command's CPU time is exact but for
+/// the edges of the reads (measured +0.05 to +0.1% under load; pfmstat's
+/// stated error for any steady event is 10%). With weights from the process
+/// CPU-time clock, which lags a running process by up to a tick, errors
+/// were ±3% and, under load, up to 15%.
 #[test]
 fn multiplexing_scales_every_event_back_to_the_whole_run() {
     if !can_run() {
@@ -340,7 +344,7 @@ fn multiplexing_scales_every_event_back_to_the_whole_run() {
         assert!(raw < truth * 0.999, "{name}: counted part only");
         let estimate = count(&r, name);
         assert!(
-            within(estimate, truth, 0.90, 1.10),
+            within(estimate, truth, 0.97, 1.03),
             "{name}: estimate {estimate} vs true {truth} (share {share})"
         );
     }
@@ -374,7 +378,7 @@ fn multiplexing_scales_every_event_back_to_the_whole_run() {
         assert!(e["share"].as_f64().unwrap() < 0.7, "{e:#}");
         let estimate = count(&r, name);
         assert!(
-            within(estimate, truth, 0.90, 1.10),
+            within(estimate, truth, 0.97, 1.03),
             "{name}: {estimate} vs {truth}"
         );
     }

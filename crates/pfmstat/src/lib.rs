@@ -7,6 +7,7 @@
 pub mod accounting;
 pub mod args;
 pub mod client;
+pub mod command_clock;
 pub mod costs;
 pub mod events;
 pub mod procs;

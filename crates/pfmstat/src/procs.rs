@@ -78,9 +78,10 @@ fn schedstat_ns(pid: i32) -> u64 {
 }
 
 /// The CPU time the command's processes have run, summed from each
-/// process's CPU-time clock (`clock_getcpuclockid`: ns-exact, including
-/// the running thread's current stretch, unlike schedstat, which lags by
-/// up to a scheduler tick) as increases, so processes that come and go
+/// process's CPU-time clock (`clock_getcpuclockid`; for another process the
+/// kernel updates it only at the running thread's ticks and switches, so it
+/// lags by up to a tick: `-a` uses it only where perf refuses the exact
+/// `command_clock`) as increases, so processes that come and go
 /// between samples never make the sum go backwards (a process's last
 /// stretch before it is reaped can be lost; a new one counts from 0, all of
 /// its life being inside the run).

@@ -21,6 +21,7 @@
 use super::Error;
 use super::accounting::{Ledger, delta};
 use super::client::{CountingDevice, Reading};
+use super::command_clock::CommandClock;
 use super::events::Config;
 use super::procs::{TaskClock, Tracker};
 use super::report::Exit;
@@ -90,6 +91,53 @@ fn handled(signals: bool) -> SigSet {
 const READ_BRACKET_NS: u64 = 100_000;
 const READ_TRIES: usize = 8;
 
+/// The command's CPU time, to weigh `-a` intervals by: exact at each read
+/// from a perf task-clock on the command (`command_clock`), or, where perf
+/// refuses it, summed from the processes' CPU-time clocks, which lag by up
+/// to a scheduler tick.
+enum CommandTime {
+    Perf {
+        clock: CommandClock,
+        /// What the command ran before the counter opened, ns.
+        before: u64,
+        last: u64,
+    },
+    Proc(TaskClock),
+}
+
+impl CommandTime {
+    fn for_command(pid: i32) -> CommandTime {
+        match CommandClock::open(pid) {
+            Ok(clock) => {
+                let before = TaskClock::default().sample(&[pid]);
+                CommandTime::Perf {
+                    clock,
+                    before,
+                    last: before,
+                }
+            }
+            Err(_) => CommandTime::Proc(TaskClock::default()),
+        }
+    }
+
+    /// The command's cumulative CPU time, ns.
+    fn sample(&mut self, pids: &[i32]) -> u64 {
+        match self {
+            CommandTime::Perf {
+                clock,
+                before,
+                last,
+            } => {
+                if let Ok(ns) = clock.read_ns() {
+                    *last = (*before + ns).max(*last);
+                }
+                *last
+            }
+            CommandTime::Proc(clock) => clock.sample(pids),
+        }
+    }
+}
+
 /// Counting state between two reads.
 struct Timeline<'a> {
     device: &'a mut CountingDevice,
@@ -98,7 +146,7 @@ struct Timeline<'a> {
     /// The command's CPU time at `last` (multiplexing only), ns.
     last_cpu: u64,
     /// Multiplexing: weigh intervals by the command's CPU time.
-    clock: Option<TaskClock>,
+    clock: Option<CommandTime>,
     current: usize,
     in_window: bool,
 }
@@ -237,7 +285,7 @@ fn run_blocked(
         ledger: Ledger::new(first.per_cpu.len()),
         last: first,
         last_cpu: 0,
-        clock: rotate.map(|_| TaskClock::default()),
+        clock: rotate.map(|_| CommandTime::for_command(pid)),
         current: 0,
         in_window: !plan.signals,
     };
