@@ -126,8 +126,9 @@ fn capabilities_in_a_user_namespace_give_nothing() {
     }
 }
 
-#[test]
-fn another_user_starts_with_clear_counts_and_no_selection() {
+/// An EV4 device root has counted cycles on (cpu 0) and closed: counts and
+/// a selection left for root's next open.
+fn device_root_left_counts_on() -> (MockBackend, Device) {
     let b = MockBackend::with_events(&[CLK]);
     let d = device(Implementation::Ev4, &b, 2);
     let r = root(10);
@@ -137,7 +138,13 @@ fn another_user_starts_with_clear_counts_and_no_selection() {
     b.advance(0, Target::AllTasks, CLK, 40_960_000);
     assert!(counts(&d, f, &r).pf_cntr0 > 0);
     d.release(f);
+    (b, d)
+}
 
+#[test]
+fn another_user_starts_with_clear_counts_and_no_selection() {
+    let (_b, d) = device_root_left_counts_on();
+    let r = root(10);
     let nobody = user(20, vec![0, 1]);
     let f = d.open(&nobody, PCNTOPENALL).unwrap();
     assert_eq!(
@@ -178,15 +185,7 @@ fn another_user_starts_with_clear_counts_and_no_selection() {
 /// the other CPUs too: they belong to a selection that is gone.
 #[test]
 fn another_users_one_open_clears_every_cpu_nobody_holds() {
-    let b = MockBackend::with_events(&[CLK]);
-    let d = device(Implementation::Ev4, &b, 2);
-    let r = root(10);
-    let f = d.open(&r, PCNTOPENALL).unwrap();
-    ioctl(&d, f, &r, n::PCNTSETMUX, Iccsr::new(0xa, 0, 1, 0, 2).0).unwrap();
-    ioctl(&d, f, &r, n::PCNTRENABLE, 0).unwrap();
-    b.advance(0, Target::AllTasks, CLK, 40_960_000);
-    assert!(counts(&d, f, &r).pf_cntr0 > 0);
-    d.release(f);
+    let (_b, d) = device_root_left_counts_on();
 
     let nobody_on_cpu1 = user(20, vec![1]);
     let f = d.open(&nobody_on_cpu1, PCNTOPENONE).unwrap();
