@@ -59,6 +59,24 @@ run ev4count_select ev4count -select -ms 100
 run ev4count_nobody su -s /bin/sh nobody -c 'ev4count -select -ms 100'
 run read_profile read_check
 if [ -x /work/compat32 ]; then run compat32 compat32; fi
+# A caller whose GETCNT array lies in a page that never faults in (a file of
+# its own FUSE filesystem that holds its READs) waits alone: the kernel
+# copies the array in the caller's thread. Root's GETCNTs on the same CPU
+# finish meanwhile; nobody's calls finish once its filesystem answers.
+mkdir -p /tmp/slow
+slowfs /tmp/slow >/tmp/slowfs.out 2>&1 &
+SF=$!
+i=0; while ! grep -q ready /tmp/slowfs.out && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done
+su -s /bin/sh nobody -c 'hostile_client stall /dev/pfcntr 1 0 /tmp/slow/f 6' >/tmp/stall.out 2>&1 &
+ST=$!
+i=0; while ! grep -q held /tmp/slowfs.out && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done
+run stall_held cat /tmp/slowfs.out
+run stall_latency hostile_client latency /dev/pfcntr 0 2000
+run stall_pending cat /tmp/stall.out
+kill -USR1 $SF
+wait $ST
+rc=$?; echo "@@begin stall_done"; cat /tmp/stall.out; echo "@@end stall_done rc=$rc"
+kill -TERM $SF; wait $SF
 # A caller killed in the middle of its ioctls leaves the device free.
 ioctl_bench -n 200000 -label killed >/dev/null 2>&1 &
 B=$!
@@ -158,10 +176,38 @@ fn programs() -> Result<&'static [PathBuf], &'static str> {
                 );
                 built.push(exe);
             }
+            // The attacker's filesystem and client of tests/hostile.rs.
+            let include = Path::new(CRATE).join("include");
+            for (name, text, flags) in [
+                ("slowfs", include_str!("hostile/slowfs.c").to_string(), &[][..]),
+                (
+                    "hostile_client",
+                    common::with_task_clock(include_str!("hostile/client.c")),
+                    &["-pthread", "-I", include.to_str().unwrap()][..],
+                ),
+            ] {
+                let source = dir.join(format!("{name}.c"));
+                std::fs::write(&source, text).unwrap();
+                let exe = dir.join(name);
+                let out = Command::new("gcc")
+                    .args(["-static", "-O2", "-Wall", "-Wextra"])
+                    .args(flags)
+                    .arg("-o")
+                    .arg(&exe)
+                    .arg(&source)
+                    .output()
+                    .expect("gcc");
+                assert!(
+                    out.status.success(),
+                    "{name}.c: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                built.push(exe);
+            }
             // A 32-bit caller, without libc (no multilib needed): open the
             // device, one PCNTRENABLE, exit with the errno it got.
             let source = dir.join("compat32.c");
-            std::fs::write(&source, COMPAT32_C).unwrap();
+            std::fs::write(&source, common::COMPAT32_C).unwrap();
             let exe = dir.join("compat32");
             let out = Command::new("gcc")
                 .args([
@@ -298,23 +344,6 @@ main(void)
 }
 "#;
 
-const COMPAT32_C: &str = r#"
-static int sys3(int nr, int a, int b, int c)
-{
-	int ret;
-	__asm__ volatile ("int $0x80" : "=a"(ret) : "a"(nr), "b"(a), "c"(b), "d"(c) : "memory");
-	return ret;
-}
-void _start(void)
-{
-	int fd = sys3(5, (int)"/dev/pfcntr", 0, 0);		/* open */
-	int r = fd < 0 ? 100 : sys3(54, fd, 0x5001, 0);	/* ioctl PCNTRENABLE */
-	sys3(1, r < 0 ? -r : r, 0, 0);				/* exit */
-	for (;;)
-		;
-}
-"#;
-
 /// Boots the VM with pfmd and the programs and runs `script`; returns the
 /// guest's output, or None (after `skip_or_fail`) when the VM cannot run here.
 fn run_in_vm(
@@ -440,6 +469,47 @@ fn cuse_transport_in_a_vm() {
     if let Some(s) = steps.get("compat32") {
         assert_eq!(s.rc, 25, "{}", ctx("compat32"));
     }
+    // A store into a page that never faults in holds its caller only: it
+    // was pending while root's 2000 GETCNTs on the same CPU finished, and
+    // all six calls succeeded once the filesystem answered.
+    assert!(
+        step("stall_held").out.contains("held"),
+        "{}",
+        ctx("stall_held")
+    );
+    let latency = step("stall_latency");
+    assert!(
+        latency.rc == 0
+            && latency.out.contains("row getcnt 0")
+            && latency.out.contains("calls=2000"),
+        "{}",
+        ctx("stall_latency")
+    );
+    let pending = step("stall_pending");
+    assert!(
+        pending.out.matches("row getcnt_").count() < 6,
+        "nobody's calls returned while its page was held: {}",
+        ctx("stall_pending")
+    );
+    let done = step("stall_done");
+    assert!(
+        done.rc == 0 && done.out.matches("row getcnt_").count() == 6,
+        "{}",
+        ctx("stall_done")
+    );
+    assert_eq!(
+        done.out.matches("row getcnt_").count(),
+        done.out
+            .lines()
+            .filter(|l| l.starts_with("row getcnt_") && l.ends_with(" 0"))
+            .count(),
+        "over CUSE every held call succeeds: {}",
+        ctx("stall_done")
+    );
+    eprintln!(
+        "cuse_vm: root's GETCNT while nobody's 6 calls wait: {}",
+        latency.out.lines().next().unwrap_or_default()
+    );
     // A caller SIGKILLed amid its ioctls (137: it was still running) leaves
     // the device free.
     assert_eq!(step("killed").rc, 137, "{}", ctx("killed"));

@@ -12,43 +12,10 @@
 
 mod common;
 
-use common::{Daemon, c_source, can_run, run, text};
+use common::{Daemon, ENABLE_URING, EnableUring, c_source, can_run, run, text};
 use pfm_abi as abi;
 use pfm_client::{Device, OpenMode};
 use std::path::Path;
-use std::sync::Mutex;
-
-const ENABLE_URING: &str = "/sys/module/fuse/parameters/enable_uring";
-
-/// The tests of this binary start their daemons one at a time, so one
-/// test's restore cannot land inside another's start.
-static PARAMETER: Mutex<()> = Mutex::new(());
-
-/// Sets `enable_uring` and puts the previous value back when dropped (on
-/// panic too), so a failing test does not leave it changed.
-struct EnableUring {
-    previous: String,
-}
-
-impl EnableUring {
-    fn set() -> EnableUring {
-        let previous = std::fs::read_to_string(ENABLE_URING)
-            .unwrap_or_else(|e| panic!("reading {ENABLE_URING}: {e}"));
-        std::fs::write(ENABLE_URING, "Y").unwrap_or_else(|e| panic!("writing {ENABLE_URING}: {e}"));
-        EnableUring { previous }
-    }
-}
-
-impl Drop for EnableUring {
-    fn drop(&mut self) {
-        if let Err(e) = std::fs::write(ENABLE_URING, self.previous.trim()) {
-            eprintln!(
-                "could not restore {ENABLE_URING} to {}: {e}",
-                self.previous.trim()
-            );
-        }
-    }
-}
 
 /// True where this kernel can serve FUSE over io_uring; else says why
 /// (`SKIPPED`, or a failure under `CI=true`).
@@ -76,13 +43,9 @@ fn info_flags(daemon: &Daemon) -> u64 {
 
 /// A daemon whose FUSE connection negotiated io_uring.
 fn uring_daemon() -> Daemon {
-    let _one_at_a_time = PARAMETER.lock().unwrap_or_else(|e| e.into_inner());
     let guard = EnableUring::set();
-    let previous = guard.previous.trim().to_string();
     let daemon = Daemon::start(&["--fuse-uring", "on"]);
-    drop(guard);
-    let now = std::fs::read_to_string(ENABLE_URING).unwrap();
-    assert_eq!(now.trim(), previous, "{ENABLE_URING} restored");
+    guard.restore_checked();
     assert!(
         daemon.log().contains("served over io_uring"),
         "{}",
@@ -140,12 +103,12 @@ fn getinfo_says_io_uring_and_close_then_open_never_ebusy() {
 }
 
 #[test]
-fn errno_contract_over_the_fallback_classic_loop() {
+fn errno_contract_over_the_classic_channel() {
     if !can_run() {
         return;
     }
-    let daemon = Daemon::start(&["--fuse-uring", "classic"]);
-    assert!(daemon.log().contains("classic loop"), "{}", daemon.log());
+    let daemon = Daemon::start(&["--fuse-uring", "off"]);
+    assert!(daemon.log().contains("classic channel"), "{}", daemon.log());
     assert_eq!(info_flags(&daemon) & abi::PFM_INFO_URING, 0);
     assert_contract_passes(&daemon);
 }
@@ -218,4 +181,30 @@ fn an_open_waiting_for_its_release_is_answered_through_the_ring() {
         text(&out)
     );
     assert_ne!(info_flags(&daemon) & abi::PFM_INFO_URING, 0);
+}
+
+/// A 32-bit caller gets `ENOTTY` for every ioctl over both FUSE channels,
+/// as over CUSE (`cuse_vm.rs`): the one handler decides it for all three.
+#[test]
+fn a_32_bit_caller_gets_enotty_over_classic_and_io_uring() {
+    if !can_run() || !kernel_offers_uring() {
+        return;
+    }
+    for uring in [false, true] {
+        let daemon = if uring {
+            uring_daemon()
+        } else {
+            Daemon::start(&["--fuse-uring", "off"])
+        };
+        let Some(program) = common::compat32_program(&daemon.device) else {
+            return;
+        };
+        let status = std::process::Command::new(&program).status().unwrap();
+        assert_eq!(
+            status.code(),
+            Some(libc::ENOTTY),
+            "uring {uring}: {status}\n{}",
+            daemon.log()
+        );
+    }
 }

@@ -981,3 +981,264 @@ fn concurrent_reads_of_one_descriptor_are_whole() {
     }
     no_bugs(&daemon);
 }
+
+/// The attacker's filesystem (`tests/hostile/slowfs.c`): a one-file FUSE
+/// mount whose READs wait until it is told to answer. Unmounted on drop.
+struct SlowFs {
+    child: Child,
+    dir: tempfile::TempDir,
+    lines: std::sync::mpsc::Receiver<String>,
+}
+
+impl SlowFs {
+    fn mount() -> SlowFs {
+        use std::io::BufRead;
+        use std::os::unix::fs::PermissionsExt;
+        let program = common::c_source("slowfs", include_str!("hostile/slowfs.c"), &["-Wextra"]);
+        let dir = tempfile::Builder::new().prefix("slowfs").tempdir().unwrap();
+        // nobody maps its file.
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let mut child = Command::new(program)
+            .arg(dir.path())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("start slowfs");
+        let stdout = child.stdout.take().unwrap();
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stdout)
+                .lines()
+                .map_while(Result::ok)
+            {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let fs = SlowFs { child, dir, lines };
+        fs.wait_for("ready", Duration::from_secs(20));
+        fs
+    }
+
+    fn file(&self) -> std::path::PathBuf {
+        self.dir.path().join("f")
+    }
+
+    /// Waits for a line starting with `prefix`; false on timeout.
+    fn wait_for(&self, prefix: &str, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+            match self.lines.recv_timeout(left) {
+                Ok(line) if line.starts_with(prefix) => return true,
+                Ok(_) => {}
+                Err(_) => return false,
+            }
+        }
+        false
+    }
+
+    /// Answers every held READ, and every later one at once.
+    fn release(&self) {
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(self.child.id() as i32),
+            nix::sys::signal::Signal::SIGUSR1,
+        )
+        .unwrap();
+    }
+}
+
+impl Drop for SlowFs {
+    fn drop(&mut self) {
+        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
+        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+        let _ = self.child.wait();
+        let _ = nix::mount::umount2(self.dir.path(), nix::mount::MntFlags::MNT_DETACH);
+    }
+}
+
+/// A client's output lines as they come, on a channel.
+fn line_reader(child: &mut Child) -> std::sync::mpsc::Receiver<String> {
+    use std::io::BufRead;
+    let stdout = child.stdout.take().expect("piped stdout");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
+/// Runs `cmd` to the end within `limit`, or panics saying what stalled.
+fn run_within(daemon: &Daemon, mut cmd: Command, limit: Duration, what: &str) -> String {
+    let mut child = cmd.stdout(Stdio::piped()).spawn().unwrap();
+    let rx = line_reader(&mut child);
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            // Every line, up to the end of the output.
+            let out: Vec<String> = rx.iter().collect();
+            assert!(status.success(), "{what}: {status}\n{}", out.join("\n"));
+            return out.join("\n");
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!(
+                "{what} did not finish within {limit:?}: the daemon is stalled\n{}",
+                log_tail(daemon, 40)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+const STALL_THREADS: usize = 6;
+
+/// One transport's run of the attack of issue 20 (docs/device.md §8): nobody
+/// aims PCNTGETCNT at a page of its own FUSE file whose READ never comes,
+/// from six threads on root's CPU. Root's GETCNTs on that CPU still finish;
+/// nobody's calls are held (or refused EAGAIN past its budget) until its
+/// filesystem answers, then answered; the daemon is unharmed.
+fn stores_into_a_stalled_page_stall_only_their_caller(extra: &[&str]) {
+    let test = std::thread::current().name().unwrap_or("stall").to_string();
+    if !prerequisites(&test, &[BASE, &[Need::TwoCpus]].concat()) {
+        return;
+    }
+    let _serial = serial();
+    let uring = extra.contains(&"on");
+    let guard = uring.then(common::EnableUring::set);
+    let mut daemon = Daemon::start(extra);
+    drop(guard);
+    assert_eq!(
+        daemon.log().contains("over io_uring"),
+        uring,
+        "{}",
+        daemon.log()
+    );
+    let fs = SlowFs::mount();
+    let latency = |what: &str| {
+        let out = run_within(
+            &daemon,
+            client(&daemon, "latency", &["0", "3000"]),
+            Duration::from_secs(120),
+            what,
+        );
+        assert_rows(what, &out, &[("enable", "0"), ("getcnt", "0")]);
+        values(&out)
+    };
+    let quiet = latency("root's GETCNTs before the attack");
+
+    let mut attacker = client_as_nobody(
+        &daemon,
+        "stall",
+        &[
+            "1",
+            "0",
+            fs.file().to_str().unwrap(),
+            &STALL_THREADS.to_string(),
+        ],
+    )
+    .stdout(Stdio::piped())
+    .spawn()
+    .unwrap();
+    let attack = line_reader(&mut attacker);
+    assert!(
+        fs.wait_for("held", Duration::from_secs(30)),
+        "the attacker's store never reached its filesystem\n{}",
+        log_tail(&daemon, 40)
+    );
+    let attacked = latency("root's GETCNTs while nobody's stores wait");
+    let mut answered: Vec<String> = attack.try_iter().collect();
+    let calls = |lines: &[String]| -> Vec<String> {
+        rows(&lines.join("\n"))
+            .into_iter()
+            .filter(|(name, _)| name.starts_with("getcnt_"))
+            .map(|(_, errno)| errno)
+            .collect()
+    };
+    assert!(
+        calls(&answered).len() < STALL_THREADS,
+        "nobody's calls all returned while its page was held: {answered:?}"
+    );
+    assert!(alive(&mut daemon));
+
+    fs.release();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while attacker.try_wait().unwrap().is_none() {
+        assert!(
+            Instant::now() < deadline,
+            "nobody's calls not answered after its filesystem answered\n{}",
+            log_tail(&daemon, 40)
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    answered.extend(attack.iter());
+    let results = calls(&answered);
+    assert_eq!(results.len(), STALL_THREADS, "{answered:?}");
+    assert!(
+        results.iter().all(|e| e == "0" || e == "EAGAIN"),
+        "{answered:?}"
+    );
+    assert!(
+        results.iter().any(|e| e == "0"),
+        "no held store landed: {answered:?}"
+    );
+    println!(
+        "{test}: root's GETCNT p50/p99 quiet {}/{} ns, with nobody's stores held {}/{} ns; nobody's calls: {results:?}",
+        quiet["p50_ns"], quiet["p99_ns"], attacked["p50_ns"], attacked["p99_ns"]
+    );
+    assert!(alive(&mut daemon));
+    no_bugs(&daemon);
+}
+
+#[test]
+fn stores_into_a_stalled_page_stall_only_their_caller_classic() {
+    stores_into_a_stalled_page_stall_only_their_caller(&["--fuse-uring", "off"]);
+}
+
+#[test]
+fn stores_into_a_stalled_page_stall_only_their_caller_uring() {
+    stores_into_a_stalled_page_stall_only_their_caller(&["--fuse-uring", "on"]);
+}
+
+/// SIGTERM ends the daemon while a caller's store waits on a page that
+/// never arrives (the helper process holding it is the caller's problem,
+/// and goes when the page does).
+#[test]
+fn sigterm_ends_the_daemon_with_a_store_stuck() {
+    let test = "sigterm_ends_the_daemon_with_a_store_stuck";
+    if !prerequisites(test, &[BASE, &[Need::TwoCpus]].concat()) {
+        return;
+    }
+    let _serial = serial();
+    for extra in [["--fuse-uring", "off"], ["--fuse-uring", "on"]] {
+        let guard = (extra[1] == "on").then(common::EnableUring::set);
+        let mut daemon = Daemon::start(&extra);
+        drop(guard);
+        let fs = SlowFs::mount();
+        let mut attacker = client_as_nobody(
+            &daemon,
+            "stall",
+            &["1", "1", fs.file().to_str().unwrap(), "1"],
+        )
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+        assert!(
+            fs.wait_for("held", Duration::from_secs(30)),
+            "{extra:?}: the store never reached the filesystem\n{}",
+            log_tail(&daemon, 40)
+        );
+        // The harness gives it 20 s, then fails.
+        let status = daemon.stop();
+        assert!(status.success(), "{extra:?}: {status}\n{}", daemon.log());
+        drop(fs);
+        let _ = attacker.wait();
+    }
+}

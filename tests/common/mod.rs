@@ -443,3 +443,123 @@ pub fn as_nobody(program: impl AsRef<std::ffi::OsStr>) -> Command {
         .arg(program);
     cmd
 }
+
+/// FUSE over io_uring: the kernel offers it to a connection only while
+/// this module parameter is `Y`; a connection that negotiated it keeps it.
+pub const ENABLE_URING: &str = "/sys/module/fuse/parameters/enable_uring";
+
+/// The tests of this binary start their daemons one at a time, so one
+/// test's restore cannot land inside another's start.
+pub static URING_PARAMETER: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Sets `enable_uring` and puts the previous value back when dropped (on
+/// panic too), so a failing test does not leave it changed.
+/// Holds [`URING_PARAMETER`] meanwhile, so that one test's restore cannot
+/// land inside another's start.
+pub struct EnableUring {
+    previous: String,
+    _one_at_a_time: std::sync::MutexGuard<'static, ()>,
+}
+
+impl EnableUring {
+    pub fn set() -> EnableUring {
+        let _one_at_a_time = URING_PARAMETER.lock().unwrap_or_else(|e| e.into_inner());
+        let previous = std::fs::read_to_string(ENABLE_URING)
+            .unwrap_or_else(|e| panic!("reading {ENABLE_URING}: {e}"));
+        std::fs::write(ENABLE_URING, "Y").unwrap_or_else(|e| panic!("writing {ENABLE_URING}: {e}"));
+        EnableUring {
+            previous,
+            _one_at_a_time,
+        }
+    }
+}
+
+impl EnableUring {
+    /// Puts the previous value back and checks that it took, before another
+    /// test may change it.
+    pub fn restore_checked(self) {
+        let previous = self.previous.trim().to_string();
+        std::fs::write(ENABLE_URING, &previous).unwrap();
+        let now = std::fs::read_to_string(ENABLE_URING).unwrap();
+        assert_eq!(now.trim(), previous, "{ENABLE_URING} restored");
+    }
+}
+
+impl Drop for EnableUring {
+    fn drop(&mut self) {
+        if let Err(e) = std::fs::write(ENABLE_URING, self.previous.trim()) {
+            eprintln!(
+                "could not restore {ENABLE_URING} to {}: {e}",
+                self.previous.trim()
+            );
+        }
+    }
+}
+
+/// A 32-bit caller without libc (no multilib needed): opens `DEVICE`
+/// (`-DDEVICE='"path"'`, else `/dev/pfcntr`), makes one `PCNTRENABLE`, and
+/// exits with the errno it got (25: `ENOTTY`), or 100 if the open failed.
+pub const COMPAT32_C: &str = r#"
+#ifndef DEVICE
+#define DEVICE "/dev/pfcntr"
+#endif
+static int sys3(int nr, int a, int b, int c)
+{
+	int ret;
+	__asm__ volatile ("int $0x80" : "=a"(ret) : "a"(nr), "b"(a), "c"(b), "d"(c) : "memory");
+	return ret;
+}
+void _start(void)
+{
+	int fd = sys3(5, (int)DEVICE, 0, 0);		/* open */
+	int r = fd < 0 ? 100 : sys3(54, fd, 0x5001, 0);	/* ioctl PCNTRENABLE */
+	sys3(1, r < 0 ? -r : r, 0, 0);				/* exit */
+	for (;;)
+		;
+}
+"#;
+
+/// [`COMPAT32_C`] built for `device`; None (after `skip_or_fail`) where gcc
+/// cannot build 32-bit code.
+pub fn compat32_program(device: &Path) -> Option<PathBuf> {
+    let dir = tempfile::Builder::new()
+        .prefix("compat32")
+        .tempdir()
+        .unwrap()
+        .keep();
+    let source = dir.join("compat32.c");
+    std::fs::write(&source, COMPAT32_C).unwrap();
+    let exe = dir.join("compat32");
+    let out = Command::new("gcc")
+        .args([
+            "-m32",
+            "-static",
+            "-nostdlib",
+            "-ffreestanding",
+            "-fno-pic",
+            "-fno-stack-protector",
+            "-O1",
+        ])
+        .arg(format!("-DDEVICE=\"{}\"", device.display()))
+        .arg("-o")
+        .arg(&exe)
+        .arg(&source)
+        .output();
+    match out {
+        Ok(out) if out.status.success() => Some(exe),
+        Ok(out) => {
+            xtask::ci::skip_or_fail(
+                "a 32-bit caller",
+                format!(
+                    "gcc -m32 -nostdlib failed: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                ),
+            );
+            None
+        }
+        Err(e) => {
+            xtask::ci::skip_or_fail("a 32-bit caller", format!("cannot run gcc: {e}"));
+            None
+        }
+    }
+}

@@ -22,6 +22,9 @@
  *	hostile_client hold DEV MODE         counts and reads them until stdin ends
  *	hostile_client execclose DEV         an O_CLOEXEC open, then fork and exec
  *	hostile_client reads DEV BYTES N T   T threads each read a profile N times
+ *	hostile_client stall DEV OPENCPU RUNCPU FILE T  T threads' PCNTGETCNT into
+ *				an untouched MAP_PRIVATE page of FILE
+ *	hostile_client latency DEV CPU N     N PCNTGETCNT of a ONE open, timed
  */
 #define _GNU_SOURCE
 #include <sys/types.h>
@@ -56,6 +59,7 @@ errname(int e)
 	case ENOENT:	return "ENOENT";
 	case ESRCH:	return "ESRCH";
 	case EINTR:	return "EINTR";
+	case EAGAIN:	return "EAGAIN";
 	case EIO:	return "EIO";
 	case EBADF:	return "EBADF";
 	case ENOMEM:	return "ENOMEM";
@@ -1075,6 +1079,114 @@ cmd_reads(unsigned long bytes, int rounds, int threads)
 	return 0;
 }
 
+/* stall: the attack on the daemon's stores.  A ONE open of OPENCPU, then,
+ * from threads on RUNCPU, PCNTGETCNT whose pointer is an untouched page of
+ * FILE mapped MAP_PRIVATE: the store faults that page in, which waits for
+ * FILE's filesystem.  "started" once the threads run; "row getcnt_I ERRNO"
+ * as each call returns. */
+static char *stall_page;
+static int stall_fd;
+
+static void *
+stall_thread(void *arg)
+{
+	long i = (long)arg;
+	struct pfcntrs *p = (struct pfcntrs *)(stall_page + 64 * i);
+	char name[32];
+
+	snprintf(name, sizeof name, "getcnt_%ld", i);
+	row(name, io(stall_fd, PCNTGETCNT, &p));
+	return 0;
+}
+
+static int
+cmd_stall(char **argv)
+{
+	pthread_t t[64];
+	long i, n = atol(argv[3]);
+	int file;
+
+	if (n < 1 || n > 64)
+		die("stall: 1 to 64 threads");
+	if (bind_cpu(atoi(argv[0])))
+		die("sched_setaffinity");
+	stall_fd = open_dev(PCNTOPENONE);
+	if (stall_fd < 0) {
+		row("open", -stall_fd);
+		return 0;
+	}
+	get_info(stall_fd);
+	row("setitems", io_long(stall_fd, PCNTSETITEMS, PFM_COUNTERS));
+	row("select", select_cycles(stall_fd));
+	file = open(argv[2], O_RDONLY);
+	if (file < 0)
+		die(argv[2]);
+	stall_page = mmap(0, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE, file, 0);
+	if (stall_page == MAP_FAILED)
+		die("mmap");
+	if (bind_cpu(atoi(argv[1])))
+		die("sched_setaffinity");
+	for (i = 0; i < n; i++)
+		if (pthread_create(&t[i], 0, stall_thread, (void *)i))
+			die("pthread_create");
+	printf("started\n");
+	fflush(stdout);
+	for (i = 0; i < n; i++)
+		pthread_join(t[i], 0);
+	close(stall_fd);
+	return 0;
+}
+
+static int
+cmp_long(const void *a, const void *b)
+{
+	long x = *(const long *)a, y = *(const long *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* latency: N PCNTGETCNT of a ONE open of CPU, each timed; prints the p50
+ * and p99 in ns and the errno of the last call that failed (0 if none). */
+static int
+cmd_latency(char **argv)
+{
+	struct pfcntrs c, *p = &c;
+	struct timespec a, b;
+	long i, n = atol(argv[1]), *ns;
+	int fd, e, failed = 0;
+
+	if (n < 1)
+		die("latency: N");
+	if (bind_cpu(atoi(argv[0])))
+		die("sched_setaffinity");
+	fd = open_dev(PCNTOPENONE);
+	if (fd < 0) {
+		row("open", -fd);
+		return 0;
+	}
+	get_info(fd);
+	row("setitems", io_long(fd, PCNTSETITEMS, PFM_COUNTERS));
+	row("select", select_cycles(fd));
+	row("enable", io(fd, PCNTRENABLE, 0));
+	ns = calloc(n, sizeof *ns);
+	if (!ns)
+		die("calloc");
+	for (i = 0; i < n; i++) {
+		clock_gettime(CLOCK_MONOTONIC, &a);
+		e = io(fd, PCNTGETCNT, &p);
+		clock_gettime(CLOCK_MONOTONIC, &b);
+		if (e)
+			failed = e;
+		ns[i] = (b.tv_sec - a.tv_sec) * 1000000000L + b.tv_nsec - a.tv_nsec;
+	}
+	qsort(ns, n, sizeof *ns, cmp_long);
+	printf("calls=%ld p50_ns=%ld p99_ns=%ld max_ns=%ld\n", n, ns[n / 2],
+	    ns[n * 99 / 100], ns[n - 1]);
+	row("getcnt", failed);
+	close(fd);
+	return 0;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -1114,6 +1226,10 @@ main(int argc, char **argv)
 		return cmd_execclose();
 	if (!strcmp(argv[1], "reads") && argc == 6)
 		return cmd_reads(strtoul(argv[3], 0, 0), atoi(argv[4]), atoi(argv[5]));
+	if (!strcmp(argv[1], "stall") && argc == 7)
+		return cmd_stall(argv + 3);
+	if (!strcmp(argv[1], "latency") && argc == 5)
+		return cmd_latency(argv + 3);
 	fprintf(stderr, "hostile_client: unknown command or arguments: %s\n", argv[1]);
 	return 2;
 }

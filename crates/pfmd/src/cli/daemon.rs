@@ -6,7 +6,6 @@ use crate::backend::perf::PerfBackend;
 use crate::device::Device;
 use crate::transport::cuse::{CuseError, CuseOptions, CuseTransport};
 use crate::transport::fuse::{FuseOptions, FuseTransport};
-use crate::transport::fuse_uring::{FuseUringOptions, FuseUringTransport};
 use nix::sys::signal::{SigSet, Signal};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -62,14 +61,13 @@ pub fn run(args: &Args) -> Result<(), StartError> {
     if let Some(link) = &link {
         remove_link(link, &device_path);
     }
-    transport.stop(args)?;
+    transport.stop()?;
     tracing::info!("stopped");
     Ok(())
 }
 
 enum Transport {
     Fuse(FuseTransport),
-    FuseUring(FuseUringTransport),
     Cuse(CuseTransport),
 }
 
@@ -77,7 +75,6 @@ impl Transport {
     fn device_path(&self) -> &Path {
         match self {
             Transport::Fuse(t) => &t.device_path,
-            Transport::FuseUring(t) => &t.device_path,
             Transport::Cuse(t) => &t.device_path,
         }
     }
@@ -85,25 +82,27 @@ impl Transport {
     /// What serves the device, for the start log.
     fn describe(&self) -> &'static str {
         match self {
+            Transport::Fuse(t) if t.uring => "FUSE over io_uring (a queue per CPU)",
             Transport::Fuse(_) => "FUSE (classic /dev/fuse readers)",
-            Transport::FuseUring(t) if t.uring => "FUSE over io_uring (a queue per CPU)",
-            Transport::FuseUring(_) => "FUSE (pfmd's own classic loop)",
             Transport::Cuse(_) => "CUSE",
         }
     }
 
-    fn stop(self, args: &Args) -> Result<(), StartError> {
+    /// Stops serving. An error when the device had gone before (the daemon
+    /// then exits non-zero, so its unit restarts it).
+    fn stop(self) -> Result<(), StartError> {
         match self {
-            Transport::Fuse(t) => t.unmount().map_err(StartError::io(format!(
-                "unmounting {}",
-                args.mountpoint.display()
-            ))),
-            Transport::FuseUring(t) => t.unmount().map_err(StartError::io(format!(
-                "unmounting {}",
-                args.mountpoint.display()
-            ))),
+            Transport::Fuse(t) => Ok(t.unmount()?),
             Transport::Cuse(t) => Ok(t.stop()?),
         }
+    }
+}
+
+/// Stops the daemon the way SIGTERM does: what a transport calls when its
+/// device goes away under it.
+fn stop_daemon() {
+    if let Err(e) = nix::sys::signal::kill(nix::unistd::Pid::this(), Signal::SIGTERM) {
+        tracing::error!("cannot signal the daemon to stop: {e}");
     }
 }
 
@@ -114,31 +113,17 @@ fn start_transport(args: &Args, device: Arc<Device>) -> Result<Transport, StartE
         if args.group.is_some() {
             tracing::warn!("--group applies to the CUSE device only; the FUSE file keeps group 0");
         }
-        let uring = FuseUringTransport::mount(
-            Arc::clone(&device),
-            &FuseUringOptions {
-                mountpoint: args.mountpoint.clone(),
-                mode: args.mode,
-                threads: args.threads,
-                choice: args.fuse_uring,
-            },
-        )?;
-        if let Some(transport) = uring {
-            return Ok(Transport::FuseUring(transport));
-        }
-        FuseTransport::mount(
+        let options = FuseOptions {
+            mountpoint: args.mountpoint.clone(),
+            mode: args.mode,
+            threads: args.threads,
+            choice: args.fuse_uring,
+        };
+        Ok(Transport::Fuse(FuseTransport::mount(
             device,
-            &FuseOptions {
-                mountpoint: args.mountpoint.clone(),
-                mode: args.mode,
-                threads: args.threads,
-            },
-        )
-        .map(Transport::Fuse)
-        .map_err(StartError::io(format!(
-            "mounting {}",
-            args.mountpoint.display()
-        )))
+            &options,
+            stop_daemon,
+        )?))
     };
     match args.transport {
         TransportChoice::Fuse => fuse(device),
@@ -169,13 +154,7 @@ fn start_cuse(args: &Args, device: Arc<Device>) -> Result<CuseTransport, StartEr
         ),
     };
     let options = CuseOptions::new(&args.dev_name, args.mode, gid, args.threads);
-    // If the kernel ends the connection, stop the daemon the way SIGTERM does.
-    let on_lost = || {
-        if let Err(e) = nix::sys::signal::kill(nix::unistd::Pid::this(), Signal::SIGTERM) {
-            tracing::error!("cannot signal the daemon to stop: {e}");
-        }
-    };
-    Ok(CuseTransport::start(device, &options, on_lost)?)
+    Ok(CuseTransport::start(device, &options, stop_daemon)?)
 }
 
 fn dev_link(args: &Args) -> Option<PathBuf> {

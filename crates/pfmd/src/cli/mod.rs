@@ -83,7 +83,7 @@ pub struct Args {
     /// and pfmd may run on every CPU; else the classic loop). `off`: the
     /// classic loop.
     #[arg(long, value_enum, default_value = "auto")]
-    pub fuse_uring: crate::transport::fuse_uring::UringChoice,
+    pub fuse_uring: crate::transport::fuse::UringChoice,
     /// Reader threads (FUSE and CUSE).
     #[arg(long, default_value_t = 4)]
     pub threads: usize,
@@ -117,6 +117,22 @@ fn parse_octal(text: &str) -> Result<u16, String> {
 }
 
 pub fn main() -> ExitCode {
+    // The store helper is this executable started again by the daemon
+    // (transport/store.rs); it has no command line of its own.
+    if std::env::args_os()
+        .nth(1)
+        .is_some_and(|a| a == crate::transport::store::HELPER_ARG)
+    {
+        tracing_subscriber::fmt()
+            .with_env_filter(
+                tracing_subscriber::EnvFilter::try_from_default_env()
+                    .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+            )
+            .with_ansi(false)
+            .with_writer(std::io::stderr)
+            .init();
+        return crate::transport::store::helper_main();
+    }
     let args = Args::parse();
     let listing = args.list_events || args.print_event_map;
     // A listing prints its answer on stdout and nothing on stderr unless
@@ -167,7 +183,7 @@ pub enum StartError {
     #[error(transparent)]
     Cuse(#[from] crate::transport::cuse::CuseError),
     #[error(transparent)]
-    FuseUring(#[from] crate::transport::fuse_uring::FuseUringError),
+    Fuse(#[from] crate::transport::fuse::FuseError),
 }
 
 impl StartError {

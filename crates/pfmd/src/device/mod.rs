@@ -407,6 +407,24 @@ impl Device {
         Err(DeviceError::NoDevice("the device cannot be mapped".into()))
     }
 
+    /// The most bytes any ioctl stores through its pointer on this device:
+    /// an EACH array of the largest per-CPU structure (`struct pfipls`)
+    /// over every configured CPU. What a channel whose kernel copies the
+    /// store names as the caller's array.
+    pub fn max_store_len(&self) -> usize {
+        let largest = size_of::<pfm_abi::PfIpls>()
+            .max(size_of::<pfm_abi::PfCntrsEv5>())
+            .max(size_of::<pfm_abi::PfCntrsEv6>())
+            .max(size_of::<pfm_abi::PfCntrs>());
+        let online_slots = self
+            .config
+            .online_cpus
+            .iter()
+            .max()
+            .map_or(0, |&c| c as usize + 1);
+        largest * self.config.configured_cpus.max(online_slots).max(1)
+    }
+
     /// One ioctl, decoded from its number and input bytes.
     pub fn ioctl(
         &self,
@@ -465,7 +483,7 @@ impl Device {
 /// Tallies a refusal for the per-user log summary (the uid only when the
 /// request already read it: no /proc read just for the log).
 fn note_refusal(caller: &Caller, e: &DeviceError) {
-    let uid = caller.known_credentials().map_or(u32::MAX, |c| c.euid);
+    let uid = caller.uid_hint().unwrap_or(u32::MAX);
     crate::logging::refused(uid, e.errno_name());
 }
 

@@ -202,7 +202,9 @@ impl Session<'_> {
                 abi::PFM_INFO_LOGSELECT,
             )
             | flag(file.settings.enabled, abi::PFM_INFO_ENABLED)
-            | flag(!file.modes().kernel, abi::PFM_INFO_USER_ONLY);
+            | flag(!file.modes().kernel, abi::PFM_INFO_USER_ONLY)
+            // What the channel the request came through says of itself.
+            | self.caller.channel_flags();
         for (i, width) in widths.iter().enumerate() {
             info.pi_width[i] = u64::from(*width);
             if let Some(selected) = &file.settings.counters[i] {

@@ -124,11 +124,17 @@ pub fn parse_cpu_list(text: &str) -> Option<Vec<u32>> {
     Some(cpus)
 }
 
-/// A request's caller. Credentials are read from `/proc` only when a request
-/// needs them, so the common ioctls cost no `/proc` read.
+/// A request's context: the calling thread, and what the channel it came
+/// through says of itself. Credentials are read from `/proc` only when a
+/// request needs them, so the common ioctls cost no `/proc` read.
 #[derive(Debug)]
 pub struct Caller {
     tid: i32,
+    /// The filesystem uid the kernel put in the request header, when the
+    /// channel has one: for logs and per-user bounds, never for privilege.
+    header_uid: Option<u32>,
+    /// `PFM_INFO_*` bits the channel reports in `PCNTGETINFO`.
+    channel_flags: u64,
     credentials: OnceLock<Result<Credentials, DeviceError>>,
 }
 
@@ -136,20 +142,42 @@ impl Caller {
     pub fn from_tid(tid: i32) -> Self {
         Caller {
             tid,
+            header_uid: None,
+            channel_flags: 0,
             credentials: OnceLock::new(),
+        }
+    }
+
+    /// A caller as a FUSE/CUSE request header names it, through a channel
+    /// with these `PFM_INFO_*` flags.
+    pub fn from_request(tid: i32, uid: u32, channel_flags: u64) -> Self {
+        Caller {
+            header_uid: Some(uid),
+            channel_flags,
+            ..Caller::from_tid(tid)
         }
     }
 
     /// A caller with known credentials (tests, and transports that have them).
     pub fn with_credentials(tid: i32, credentials: Credentials) -> Self {
         Caller {
-            tid,
             credentials: OnceLock::from(Ok(credentials)),
+            ..Caller::from_tid(tid)
         }
     }
 
     pub fn tid(&self) -> i32 {
         self.tid
+    }
+
+    /// The uid for logs and budgets: the credentials' if read, else the
+    /// request header's.
+    pub fn uid_hint(&self) -> Option<u32> {
+        self.known_credentials().map(|c| c.euid).or(self.header_uid)
+    }
+
+    pub fn channel_flags(&self) -> u64 {
+        self.channel_flags
     }
 
     /// The credentials if a request already read them.

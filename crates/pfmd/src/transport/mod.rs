@@ -1,9 +1,18 @@
-//! The transports that carry kernel requests to the device: CUSE where the
-//! kernel has it (a real character device), else FUSE (a one-file
-//! filesystem), over io_uring queues where the kernel offers them. None
-//! decides an errno or knows an Alpha event.
+//! The transports that carry kernel requests to the device: one wire-level
+//! stack. [`abi`] mirrors the kernel's FUSE/CUSE ABI once, [`wire`] decodes
+//! each request into an operation, and [`handler`] decides every answer
+//! (file operations, device operations, the ioctl argument path of
+//! [`ioctl`]). The channels only move bytes: [`cuse`] (a real character
+//! device, where the kernel has CUSE) and [`fuse`] (a one-file filesystem,
+//! classic readers or io_uring queues). Answers that wait are delivered
+//! by the channel when ready: an open waiting for its own release
+//! ([`open_waiter`]), a store into a FUSE caller's memory ([`store`]).
 
+pub mod abi;
 pub mod cuse;
 pub mod fuse;
-pub mod fuse_uring;
+pub mod handler;
+pub mod ioctl;
 pub mod open_waiter;
+pub mod store;
+pub mod wire;

@@ -1,34 +1,25 @@
 //! The CUSE transport: `/dev/<name>` as a real character device, served over
-//! the FUSE wire protocol on `/dev/cuse` (docs/device.md §1). fuser has no CUSE
-//! support, so this speaks the protocol itself:
+//! the FUSE wire protocol on `/dev/cuse` (docs/device.md §1): the same
+//! session as FUSE with a different INIT, as libfuse's `cuse_lowlevel` does.
+//! Every answer is the [`Handler`](super::handler::Handler)'s; this module
+//! is the channel:
 //!
-//! - [`abi`]: `linux/fuse.h` structures and constants;
-//! - [`wire`]: request parsing and reply encoding;
-//! - [`ioctl`]: the stateless FUSE_IOCTL_RETRY protocol for pointer arguments;
-//! - [`session`]: CUSE_INIT, then reader threads answering from the device core;
+//! - [`session`]: CUSE_INIT (asking for unrestricted ioctls, so that the
+//!   kernel copies a pointer ioctl's array in the caller's thread), then
+//!   reader threads;
 //! - [`channel`]: the `/dev/cuse` file and its readers (the only `unsafe`:
 //!   `poll(2)`, `sigaction(2)`, `pthread_kill(3)`);
 //! - [`node`]: the `/dev` node: waiting for it, `--mode`, `--group`.
 //!
-//! Requests and their answers: OPEN → `Device::open` (open flags carry the
-//! mode bits); READ → `Device::read` (offsets from 0 per `read(2)`); IOCTL →
-//! `Device::ioctl` through the retry protocol, 32-bit callers `ENOTTY`;
-//! RELEASE → `Device::release`; FLUSH → `Device::flush` (FUSE only: the
-//! kernel sends CUSE none); DESTROY → OK; WRITE → `EINVAL`; POLL
-//! → `ENOSYS` (the kernel then treats the device as always ready);
-//! INTERRUPT → no reply (every handler answers at once, so the interrupted
-//! request is never held); anything else → `ENOSYS`.
-//!
 //! Closing the channel removes the device; `stop()` flags the readers, wakes
 //! them out of `read(2)` with a signal, joins them and closes it.
 
-pub mod abi;
 pub mod channel;
-pub mod ioctl;
 pub mod node;
 pub mod session;
-pub mod wire;
 
+use super::abi;
+use super::handler::{ChannelKind, Handler};
 use crate::device::Device;
 use channel::Channel;
 use session::Session;
@@ -160,7 +151,11 @@ impl CuseTransport {
         )?;
         node::apply_permissions(&device_path, options.mode, options.gid)?;
         let session = Arc::new(Session {
-            device,
+            handler: Handler {
+                device,
+                kind: ChannelKind::Cuse,
+                channel_flags: 0,
+            },
             channel,
             stopping: AtomicBool::new(false),
             lost: AtomicBool::new(false),

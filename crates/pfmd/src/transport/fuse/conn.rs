@@ -1,14 +1,17 @@
 //! The FUSE connection on `/dev/fuse`: mount(2), the INIT handshake (always
 //! over read/write: io_uring commands are `EAGAIN` before it), cloned files
-//! for the classic readers, and the classic read/write loop.
+//! for the classic readers, and the classic channel: readers that take a
+//! request per read(2) and write a reply per write(2), with the replies
+//! that wait (an open for its release, a store in the caller's memory)
+//! written by the thread that has them when they are ready.
 
-use super::FuseUringError;
-use super::abi::*;
-use super::fs::{Answer, Filesystem, opened_reply};
+use super::FuseError;
 use crate::device::{DeviceError, FileId};
-use crate::transport::cuse::abi::{FUSE_KERNEL_VERSION, FuseInHeader};
-use crate::transport::cuse::wire;
+use crate::transport::abi::*;
+use crate::transport::handler::{Answer, Handler, opened_reply};
 use crate::transport::open_waiter::{OpenReply, OpenWaiter};
+use crate::transport::store::{StoreJob, StoreLink};
+use crate::transport::wire;
 use nix::mount::{MsFlags, mount};
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Write};
@@ -40,19 +43,19 @@ pub struct Negotiated {
     pub uring: bool,
 }
 
-fn open_device() -> Result<File, FuseUringError> {
+fn open_device() -> Result<File, FuseError> {
     OpenOptions::new()
         .read(true)
         .write(true)
         .custom_flags(libc::O_CLOEXEC)
         .open(FUSE_DEVICE)
-        .map_err(FuseUringError::io(format!("opening {FUSE_DEVICE}")))
+        .map_err(FuseError::io(format!("opening {FUSE_DEVICE}")))
 }
 
-/// Opens `/dev/fuse` and mounts it on `mountpoint` as pfmd's fuser
-/// transport does (nosuid, nodev, noexec, default_permissions,
-/// allow_other). Needs root: `EPERM` is [`FuseUringError::Mount`].
-pub fn mount_device(mountpoint: &Path) -> Result<File, FuseUringError> {
+/// Opens `/dev/fuse` and mounts it on `mountpoint` (nosuid, nodev, noexec,
+/// default_permissions, allow_other: every user reaches the file, and the
+/// kernel checks its mode). Needs root: `EPERM` is [`FuseError::Mount`].
+pub fn mount_device(mountpoint: &Path) -> Result<File, FuseError> {
     let dev = open_device()?;
     let data = format!(
         "fd={},rootmode=40000,user_id=0,group_id=0,default_permissions,allow_other",
@@ -65,7 +68,7 @@ pub fn mount_device(mountpoint: &Path) -> Result<File, FuseUringError> {
         MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
         Some(data.as_str()),
     )
-    .map_err(|errno| FuseUringError::Mount {
+    .map_err(|errno| FuseError::Mount {
         path: mountpoint.to_path_buf(),
         source: io::Error::from(errno),
     })?;
@@ -74,21 +77,21 @@ pub fn mount_device(mountpoint: &Path) -> Result<File, FuseUringError> {
 
 /// Reads INIT and answers it, taking FUSE_OVER_IO_URING when `want_uring`
 /// and the kernel offers it (only while `enable_uring` is `Y`).
-pub fn handshake(dev: &File, want_uring: bool) -> Result<Negotiated, FuseUringError> {
+pub fn handshake(dev: &File, want_uring: bool) -> Result<Negotiated, FuseError> {
     let mut buf = vec![0u8; READ_BUFFER];
     let n = (&*dev)
         .read(&mut buf)
-        .map_err(FuseUringError::io("reading INIT"))?;
+        .map_err(FuseError::io("reading INIT"))?;
     let (h, rest) = FuseInHeader::read_from_prefix(&buf[..n])
-        .map_err(|_| FuseUringError::Protocol(format!("INIT of {n} bytes")))?;
+        .map_err(|_| FuseError::Protocol(format!("INIT of {n} bytes")))?;
     if h.opcode != FUSE_INIT {
-        return Err(FuseUringError::Protocol(format!(
+        return Err(FuseError::Protocol(format!(
             "first request has opcode {}, not INIT",
             h.opcode
         )));
     }
     let (init, _) = FuseInitIn::read_from_prefix(rest)
-        .map_err(|_| FuseUringError::Protocol("INIT shorter than fuse_init_in".into()))?;
+        .map_err(|_| FuseError::Protocol("INIT shorter than fuse_init_in".into()))?;
     let (reply, negotiated) = init_reply(h.unique, &init, want_uring)?;
     tracing::debug!(
         kernel = format!("{}.{}", init.major, init.minor),
@@ -98,7 +101,7 @@ pub fn handshake(dev: &File, want_uring: bool) -> Result<Negotiated, FuseUringEr
     );
     (&*dev)
         .write_all(&reply)
-        .map_err(FuseUringError::io("answering INIT"))?;
+        .map_err(FuseError::io("answering INIT"))?;
     Ok(negotiated)
 }
 
@@ -107,10 +110,10 @@ pub fn init_reply(
     unique: u64,
     init: &FuseInitIn,
     want_uring: bool,
-) -> Result<(Vec<u8>, Negotiated), FuseUringError> {
+) -> Result<(Vec<u8>, Negotiated), FuseError> {
     // 7.23 is the first minor whose INIT reply carries max_pages.
     if init.major != FUSE_KERNEL_VERSION || init.minor < 23 {
-        return Err(FuseUringError::Protocol(format!(
+        return Err(FuseError::Protocol(format!(
             "the kernel speaks FUSE {}.{}; pfmd needs 7.23",
             init.major, init.minor
         )));
@@ -139,13 +142,13 @@ pub fn init_reply(
 
 /// A further file on the connection (`FUSE_DEV_IOC_CLONE`), so that each
 /// classic reader has its own.
-pub fn clone_device(master: &File) -> Result<File, FuseUringError> {
+pub fn clone_device(master: &File) -> Result<File, FuseError> {
     let dev = open_device()?;
     nix::ioctl_write_ptr_bad!(fuse_dev_ioc_clone, FUSE_DEV_IOC_CLONE, u32);
     let id = master.as_raw_fd() as u32;
     // SAFETY: FUSE_DEV_IOC_CLONE reads one u32, the master's descriptor,
     // from the pointer, which points at a live u32; both files are open.
-    unsafe { fuse_dev_ioc_clone(dev.as_raw_fd(), &id) }.map_err(|e| FuseUringError::Io {
+    unsafe { fuse_dev_ioc_clone(dev.as_raw_fd(), &id) }.map_err(|e| FuseError::Io {
         what: "FUSE_DEV_IOC_CLONE".into(),
         source: io::Error::from(e),
     })?;
@@ -182,8 +185,9 @@ impl OpenReply for ClassicReply {
 /// the connection ends (unmount: `ENODEV`).
 pub fn classic_loop(
     dev: Arc<File>,
-    fs: &Filesystem,
+    handler: &Handler,
     waiter: &OpenWaiter<ClassicReply>,
+    stores: &StoreLink,
     index: usize,
 ) {
     let mut buf = vec![0u8; READ_BUFFER];
@@ -201,21 +205,84 @@ pub fn classic_loop(
                 }
             },
         };
-        let reply = match fs.answer(&buf[..n]) {
-            Answer::Reply(reply) => reply,
+        let reply = match handler.answer(&buf[..n]) {
+            Answer::Reply(reply) | Answer::Last(reply) => reply,
             Answer::Nothing => continue,
-            Answer::Later { unique, open } => {
+            Answer::WaitForRelease { unique, open, .. } => {
                 let dev = Arc::clone(&dev);
                 waiter.wait(open, ClassicReply { dev, unique });
                 continue;
             }
+            Answer::AfterStore {
+                unique,
+                uid,
+                tid,
+                store,
+                reply,
+            } => {
+                let job = StoreJob {
+                    tag: index as u64,
+                    unique,
+                    uid,
+                    tid,
+                    addr: store.addr,
+                    bytes: store.bytes,
+                    reply,
+                };
+                // The results thread writes the reply once it is stored.
+                match stores.submit(&job) {
+                    Ok(()) => continue,
+                    Err(errno) => wire::reply_error(unique, errno),
+                }
+            }
         };
-        match (&*dev).write(&reply) {
-            Ok(_) => {}
-            // The caller was interrupted and the kernel already answered it.
-            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
-            Err(e) if e.raw_os_error() == Some(libc::ENODEV) => return,
-            Err(e) => tracing::error!(reader = index, "writing a FUSE reply: {e}"),
+        if !send(&dev, &reply, index) {
+            return;
+        }
+    }
+}
+
+/// Writes one reply; false once the connection is gone.
+fn send(dev: &File, reply: &[u8], index: usize) -> bool {
+    match (&*dev).write(reply) {
+        Ok(_) => true,
+        // The caller was interrupted and the kernel already answered it.
+        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => true,
+        Err(e) if e.raw_os_error() == Some(libc::ENODEV) => false,
+        Err(e) => {
+            tracing::error!(reader = index, "writing a FUSE reply: {e}");
+            true
+        }
+    }
+}
+
+/// The classic channel's results thread: the reply to each finished store
+/// (or its errno), written to the clone its request was read from (the
+/// job's tag: the reader's index), until the connection or the helper goes.
+pub fn store_results_loop(files: &[Arc<File>], stores: &StoreLink) {
+    let mut buf = Vec::new();
+    loop {
+        let done = match stores.receive(&mut buf, true) {
+            Ok(Some(done)) => done,
+            Ok(None) => continue,
+            Err(e) => {
+                tracing::debug!("store results: {e}");
+                return;
+            }
+        };
+        let reply = match done.result {
+            Ok(reply) => reply,
+            Err(errno) => {
+                tracing::debug!(errno = %errno, "a store into caller memory failed");
+                wire::reply_error(done.unique, errno)
+            }
+        };
+        let Some(dev) = files.get(done.tag as usize) else {
+            tracing::error!(tag = done.tag, "a store result for no reader");
+            continue;
+        };
+        if !send(dev, &reply, usize::MAX) {
+            return;
         }
     }
 }

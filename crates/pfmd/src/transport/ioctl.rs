@@ -1,24 +1,31 @@
-//! FUSE/CUSE ioctls: one request each, the device run once.
+//! FUSE/CUSE ioctls: the argument path, the compat rule and where a
+//! pointer ioctl's bytes go, for every channel.
 //!
-//! pfmd answers CUSE_INIT without `CUSE_UNRESTRICTED_IOCTL`, so CUSE
-//! ioctls are *restricted*, as FUSE ioctls on a regular file always are:
-//! the kernel reads the direction and size from the command
-//! (`_IOC_DIR`, `_IOC_SIZE`; pfm-abi's numbers are Linux-encoded with LP64
-//! sizes), copies the argument in with the request and copies `_IOC_SIZE`
-//! bytes of the reply out. Every ioctl is then one round trip. The
-//! ioctls that store through a pointer (`*GETCNT`, `*READCNTRS`,
-//! `PCNTGETIPLHIS`: their `_IOW` word is the address of the caller's
-//! array) have the device's bytes written with `process_vm_writev` into
-//! the calling thread, after checking (pfm-abi's
-//! [`numbers::pointer_argument`]) that the address is the one the caller
-//! passed; a pointer that faults is `EFAULT`, as a failed `copyout`.
+//! Two kinds of request reach us:
 //!
-//! Unrestricted requests (a kernel that sends them anyway) take two round
-//! trips: the first asks (`FUSE_IOCTL_RETRY`) for the argument as its
-//! `_IOC` encoding describes it, the second runs the device once and
-//! stores like the restricted case. Nothing is remembered between them.
-//! (Before, the store went through a third request whose out-iovec was the
-//! caller's array, and the device ran twice.)
+//! - **Restricted** (a FUSE file: the kernel allows nothing else there). The
+//!   kernel reads direction and size from the command (`_IOC_DIR`,
+//!   `_IOC_SIZE`; pfm-abi's numbers are Linux-encoded with LP64 sizes),
+//!   copies the argument in with the request and `_IOC_SIZE` bytes of the
+//!   reply out: one round trip. The ioctls that store through a pointer
+//!   (`*GETCNT`, `*READCNTRS`, `PCNTGETIPLHIS`: their `_IOW` word is the
+//!   address of the caller's array) come back as [`IoctlAnswer::Store`]:
+//!   the kernel cannot copy them, so the channel has the store helper
+//!   ([`super::store`]) write them with `process_vm_writev` into the
+//!   calling thread, off every serving thread, and replies when it is done.
+//! - **Unrestricted** (CUSE, which pfmd asks for at CUSE_INIT). The first
+//!   request carries nothing; we answer `FUSE_IOCTL_RETRY` asking for the
+//!   argument as its `_IOC` encoding describes it. For a pointer ioctl the
+//!   second request brings the pointer and we retry once more, naming the
+//!   caller's array (at most [`Device::max_store_len`](crate::device::Device::max_store_len)
+//!   bytes) as the out-iovec; the third runs the device once and its bytes
+//!   are the reply, which **the kernel** copies to the array in the
+//!   caller's own thread, as a driver's `copyout` would: a page that is
+//!   slow to fault in delays that caller alone. Nothing is remembered
+//!   between the requests; a caller that changes its pointer between them
+//!   gets its array at the address it passed first.
+//!
+//! A 32-bit caller gets `ENOTTY` for every ioctl, on every channel.
 
 use super::abi::{
     FUSE_IOCTL_32BIT, FUSE_IOCTL_COMPAT, FUSE_IOCTL_COMPAT_X32, FUSE_IOCTL_DIR,
@@ -47,6 +54,9 @@ pub enum IoctlAnswer {
     },
     /// Result 0; these bytes go to the out-iovecs in order.
     Data(Vec<u8>),
+    /// Result 0 with `data` once `store` is in the caller's memory
+    /// (restricted requests: the kernel cannot copy it).
+    Store { store: CallerStore, data: Vec<u8> },
 }
 
 fn iovec(base: u64, len: usize) -> FuseIoctlIovec {
@@ -71,13 +81,13 @@ pub fn check_store(cmd: u32, arg: &[u8], store: &CallerStore) -> Result<(), Devi
 }
 
 /// One request of one ioctl. `device` runs the device on the argument
-/// bytes; `store` writes caller memory (`process_vm_writev`) for the
-/// ioctls that store through a pointer.
+/// bytes; `max_store` bounds what a pointer ioctl may store (the out-iovec
+/// an unrestricted retry names).
 pub fn step(
     req: &FuseIoctlIn,
     data: &[u8],
+    max_store: usize,
     device: impl FnOnce(&[u8]) -> Result<IoctlReply, DeviceError>,
-    store: impl FnOnce(&CallerStore) -> Result<(), DeviceError>,
 ) -> Result<IoctlAnswer, DeviceError> {
     if req.flags & (FUSE_IOCTL_COMPAT | FUSE_IOCTL_32BIT | FUSE_IOCTL_COMPAT_X32) != 0 {
         return Err(DeviceError::Host(
@@ -94,6 +104,7 @@ pub fn step(
             Errno::ENOTTY,
         ));
     }
+    let unrestricted = req.flags & FUSE_IOCTL_UNRESTRICTED != 0;
     let size = numbers::size(req.cmd) as usize;
     let dir = numbers::dir(req.cmd);
     let want_in = if dir & numbers::IOC_WRITE != 0 {
@@ -109,7 +120,7 @@ pub fn step(
     let (in_size, out_size) = (req.in_size as usize, req.out_size as usize);
 
     if in_size < want_in || out_size < want_out {
-        if req.flags & FUSE_IOCTL_UNRESTRICTED == 0 {
+        if !unrestricted {
             // The kernel copies _IOC_SIZE itself for restricted ioctls.
             return Err(DeviceError::Host(
                 format!(
@@ -119,7 +130,7 @@ pub fn step(
                 Errno::EIO,
             ));
         }
-        // The one retry: the argument, as its _IOC encoding describes it.
+        // The argument, as its _IOC encoding describes it.
         return Ok(IoctlAnswer::Retry {
             in_iovs: (want_in > 0)
                 .then(|| iovec(req.arg, want_in))
@@ -131,16 +142,43 @@ pub fn step(
                 .collect(),
         });
     }
-
     let arg = &data[..want_in.min(data.len())];
-    let reply = device(arg)?;
-    if let Some(caller_store) = reply.store.as_ref().filter(|s| !s.bytes.is_empty()) {
-        check_store(req.cmd, arg, caller_store)?;
-        store(caller_store)?;
+    let pointer = numbers::pointer_argument(req.cmd, arg);
+    if let Some(addr) = pointer
+        && unrestricted
+        && out_size == 0
+    {
+        // The caller's array as the out-iovec: the kernel copies our reply
+        // there, in the caller's thread.
+        return Ok(IoctlAnswer::Retry {
+            in_iovs: vec![iovec(req.arg, want_in)],
+            out_iovs: vec![iovec(addr, max_store)],
+        });
     }
-    let mut bytes = reply.out;
-    bytes.resize(want_out, 0);
-    Ok(IoctlAnswer::Data(bytes))
+    let reply = device(arg)?;
+    match reply.store.filter(|s| !s.bytes.is_empty()) {
+        Some(store) => {
+            check_store(req.cmd, arg, &store)?;
+            if unrestricted {
+                if store.bytes.len() > out_size {
+                    return Err(DeviceError::Internal(format!(
+                        "a store of {} bytes for ioctl {:#x} exceeds the {out_size} bytes asked for",
+                        store.bytes.len(),
+                        req.cmd
+                    )));
+                }
+                return Ok(IoctlAnswer::Data(store.bytes));
+            }
+            let mut data = reply.out;
+            data.resize(want_out, 0);
+            Ok(IoctlAnswer::Store { store, data })
+        }
+        None => {
+            let mut bytes = reply.out;
+            bytes.resize(want_out, 0);
+            Ok(IoctlAnswer::Data(bytes))
+        }
+    }
 }
 
 #[cfg(test)]
@@ -152,6 +190,7 @@ mod tests {
 
     const ARG: u64 = 0x7ffd_0000_0100;
     const PTR: u64 = 0x5555_0000_2000;
+    const MAX: usize = 4096;
 
     fn unrestricted(cmd: u32, in_size: usize, out_size: usize) -> FuseIoctlIn {
         FuseIoctlIn {
@@ -183,10 +222,6 @@ mod tests {
         panic!("the device must not run before the argument arrived")
     }
 
-    fn no_store(_: &CallerStore) -> Result<(), DeviceError> {
-        panic!("no store expected")
-    }
-
     #[test]
     fn no_argument_runs_at_once() {
         for req in [
@@ -194,16 +229,11 @@ mod tests {
             restricted(n::PCNTRENABLE),
         ] {
             let ran = Cell::new(false);
-            let answer = step(
-                &req,
-                &[],
-                |data| {
-                    assert!(data.is_empty());
-                    ran.set(true);
-                    Ok(IoctlReply::default())
-                },
-                no_store,
-            )
+            let answer = step(&req, &[], MAX, |data| {
+                assert!(data.is_empty());
+                ran.set(true);
+                Ok(IoctlReply::default())
+            })
             .unwrap();
             assert!(ran.get());
             assert_eq!(answer, IoctlAnswer::Data(vec![]));
@@ -215,61 +245,61 @@ mod tests {
         let answer = step(
             &restricted(n::PCNTSETITEMS),
             &1u64.to_le_bytes(),
+            MAX,
             |data| {
                 assert_eq!(data, 1u64.to_le_bytes());
                 Ok(IoctlReply::default())
             },
-            no_store,
         )
         .unwrap();
         assert_eq!(answer, IoctlAnswer::Data(vec![]));
         // _IOR long: the reply is padded to _IOC_SIZE.
-        let answer = step(
-            &restricted(n::PCNTGETRSIZE),
-            &[],
-            |_| {
-                Ok(IoctlReply {
-                    out: vec![4, 0],
-                    store: None,
-                })
-            },
-            no_store,
-        )
+        let answer = step(&restricted(n::PCNTGETRSIZE), &[], MAX, |_| {
+            Ok(IoctlReply {
+                out: vec![4, 0],
+                store: None,
+            })
+        })
         .unwrap();
         assert_eq!(answer, IoctlAnswer::Data(vec![4, 0, 0, 0, 0, 0, 0, 0]));
     }
 
     /// `*GETCNT` over a restricted ioctl: the pointer comes in with the one
-    /// request, the device runs once, its bytes go to the pointer.
+    /// request, the device runs once, and its bytes come back as a store
+    /// for the channel to make before it replies.
     #[test]
-    fn a_pointer_ioctl_is_one_request_and_one_device_run() {
+    fn a_restricted_pointer_ioctl_is_one_request_and_a_store() {
         let runs = Cell::new(0);
-        let stored = Cell::new(None);
         let answer = step(
             &restricted(n::PCNTGETCNT),
             &PTR.to_ne_bytes(),
+            MAX,
             |data| {
                 assert_eq!(data, PTR.to_ne_bytes());
                 runs.set(runs.get() + 1);
                 Ok(IoctlReply::store(PTR, vec![7; 24]))
             },
-            |s| {
-                stored.set(Some((s.addr, s.bytes.len())));
-                Ok(())
-            },
         )
         .unwrap();
         assert_eq!(runs.get(), 1);
-        assert_eq!(stored.get(), Some((PTR, 24)));
-        assert_eq!(answer, IoctlAnswer::Data(vec![]));
+        assert_eq!(
+            answer,
+            IoctlAnswer::Store {
+                store: CallerStore {
+                    addr: PTR,
+                    bytes: vec![7; 24]
+                },
+                data: vec![]
+            }
+        );
     }
 
-    /// Unrestricted: a retry for the argument as `_IOC` says, then the
-    /// device once; a pointer ioctl stores directly instead of a third
-    /// request.
+    /// Unrestricted (CUSE): a retry for the argument, a retry naming the
+    /// caller's array, then the device once with its bytes as the reply
+    /// (the kernel copies them in the caller's thread).
     #[test]
-    fn unrestricted_takes_two_requests_and_one_device_run() {
-        let first = step(&unrestricted(n::PCNTGETCNT, 0, 0), &[], never, no_store).unwrap();
+    fn unrestricted_pointer_ioctls_let_the_kernel_copy() {
+        let first = step(&unrestricted(n::PCNTGETCNT, 0, 0), &[], MAX, never).unwrap();
         assert_eq!(
             first,
             IoctlAnswer::Retry {
@@ -277,30 +307,52 @@ mod tests {
                 out_iovs: vec![]
             }
         );
-        let stored = Cell::new(false);
         let second = step(
             &unrestricted(n::PCNTGETCNT, 8, 0),
             &PTR.to_ne_bytes(),
-            |_| Ok(IoctlReply::store(PTR, vec![7; 24])),
-            |s| {
-                assert_eq!((s.addr, s.bytes.len()), (PTR, 24));
-                stored.set(true);
-                Ok(())
+            MAX,
+            never,
+        )
+        .unwrap();
+        assert_eq!(
+            second,
+            IoctlAnswer::Retry {
+                in_iovs: vec![iovec(ARG, 8)],
+                out_iovs: vec![iovec(PTR, MAX)]
+            }
+        );
+        let runs = Cell::new(0);
+        let third = step(
+            &unrestricted(n::PCNTGETCNT, 8, MAX),
+            &PTR.to_ne_bytes(),
+            MAX,
+            |_| {
+                runs.set(runs.get() + 1);
+                Ok(IoctlReply::store(PTR, vec![7; 24]))
             },
         )
         .unwrap();
-        assert!(stored.get());
-        assert_eq!(second, IoctlAnswer::Data(vec![]));
+        assert_eq!(runs.get(), 1);
+        assert_eq!(third, IoctlAnswer::Data(vec![7; 24]));
+        // A store larger than the array asked for is a bug: EIO.
+        let err = step(
+            &unrestricted(n::PCNTGETCNT, 8, 16),
+            &PTR.to_ne_bytes(),
+            MAX,
+            |_| Ok(IoctlReply::store(PTR, vec![7; 24])),
+        )
+        .unwrap_err();
+        assert_eq!(err.errno(), Errno::EIO);
         // _IOR and _IOWR arguments are asked for both ways they go.
         assert_eq!(
-            step(&unrestricted(n::PCNTGETRSIZE, 0, 0), &[], never, no_store).unwrap(),
+            step(&unrestricted(n::PCNTGETRSIZE, 0, 0), &[], MAX, never).unwrap(),
             IoctlAnswer::Retry {
                 in_iovs: vec![],
                 out_iovs: vec![iovec(ARG, 8)]
             }
         );
         assert_eq!(
-            step(&unrestricted(n::PCNT5GETCNTRS, 0, 0), &[], never, no_store).unwrap(),
+            step(&unrestricted(n::PCNT5GETCNTRS, 0, 0), &[], MAX, never).unwrap(),
             IoctlAnswer::Retry {
                 in_iovs: vec![iovec(ARG, 8)],
                 out_iovs: vec![iovec(ARG, 8)]
@@ -316,35 +368,21 @@ mod tests {
             (n::PCNTSETITEMS, PTR.to_ne_bytes(), PTR),
             (n::PCNTGETCNT, PTR.to_ne_bytes(), PTR + 8),
         ] {
-            let err = step(
-                &restricted(cmd),
-                &arg,
-                |_| Ok(IoctlReply::store(addr, vec![1; 8])),
-                no_store,
-            )
+            let err = step(&restricted(cmd), &arg, MAX, |_| {
+                Ok(IoctlReply::store(addr, vec![1; 8]))
+            })
             .unwrap_err();
             assert_eq!(err.errno(), Errno::EIO, "{cmd:#x}");
         }
     }
 
     #[test]
-    fn device_and_store_errors_pass_through() {
-        let err = step(
-            &restricted(n::PCNTGETCNT),
-            &PTR.to_ne_bytes(),
-            |_| Err(DeviceError::invalid("no PFM_COUNTERS")),
-            no_store,
-        )
+    fn device_errors_pass_through() {
+        let err = step(&restricted(n::PCNTGETCNT), &PTR.to_ne_bytes(), MAX, |_| {
+            Err(DeviceError::invalid("no PFM_COUNTERS"))
+        })
         .unwrap_err();
         assert_eq!(err.errno(), Errno::EINVAL);
-        let err = step(
-            &restricted(n::PCNTGETCNT),
-            &PTR.to_ne_bytes(),
-            |_| Ok(IoctlReply::store(PTR, vec![0; 24])),
-            |_| Err(DeviceError::Fault("bad address".into())),
-        )
-        .unwrap_err();
-        assert_eq!(err.errno(), Errno::EFAULT);
     }
 
     #[test]
@@ -355,10 +393,14 @@ mod tests {
             FUSE_IOCTL_COMPAT | FUSE_IOCTL_32BIT,
             FUSE_IOCTL_COMPAT_X32,
         ] {
-            let mut r = restricted(n::PCNTRENABLE);
-            r.flags |= flags;
-            let err = step(&r, &[], never, no_store).unwrap_err();
-            assert_eq!(err.errno(), Errno::ENOTTY, "flags {flags:#x}");
+            for mut r in [
+                restricted(n::PCNTRENABLE),
+                unrestricted(n::PCNTRENABLE, 0, 0),
+            ] {
+                r.flags |= flags;
+                let err = step(&r, &[], MAX, never).unwrap_err();
+                assert_eq!(err.errno(), Errno::ENOTTY, "flags {flags:#x}");
+            }
         }
     }
 
@@ -366,9 +408,6 @@ mod tests {
     fn a_restricted_request_without_its_argument_is_eio() {
         let mut r = restricted(n::PCNTGETCNT);
         r.in_size = 0;
-        assert_eq!(
-            step(&r, &[], never, no_store).unwrap_err().errno(),
-            Errno::EIO
-        );
+        assert_eq!(step(&r, &[], MAX, never).unwrap_err().errno(), Errno::EIO);
     }
 }

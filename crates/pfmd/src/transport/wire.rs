@@ -1,5 +1,6 @@
-//! Requests as the kernel writes them to `/dev/cuse`, and replies as it wants
-//! them back: one request per `read(2)`, one reply per `write(2)`, each a
+//! The one codec of the FUSE wire: requests as the kernel writes them (to
+//! `/dev/cuse`, `/dev/fuse`, or a ring entry turned back into this framing),
+//! decoded into [`Op`], and replies as it wants them back. Each request is a
 //! header followed by the opcode's structure (and data).
 
 use super::abi::*;
@@ -39,10 +40,23 @@ impl WireError {
     }
 }
 
-/// What the kernel asks.
+/// What the kernel asks: every opcode the device sees, over any channel.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Op<'a> {
     CuseInit(CuseInitIn),
+    /// FUSE INIT: answered by the channel's handshake, never after it.
+    Init(FuseInitIn),
+    /// A name in the root directory (NUL excluded).
+    Lookup(&'a [u8]),
+    Getattr,
+    Setattr(FuseSetattrIn),
+    Opendir,
+    Readdir(FuseReadIn),
+    Releasedir,
+    Statfs,
+    Fsync,
+    Create,
+    Unlink,
     Open(FuseOpenIn),
     Read(FuseReadIn),
     /// The written bytes are not kept: the device has no write method.
@@ -61,6 +75,25 @@ pub enum Op<'a> {
     NoReply(u32),
     /// Anything else: ENOSYS.
     Other(u32),
+}
+
+impl Op<'_> {
+    /// A request about the filesystem around the device file (FUSE only).
+    pub fn is_filesystem(&self) -> bool {
+        matches!(
+            self,
+            Op::Lookup(_)
+                | Op::Getattr
+                | Op::Setattr(_)
+                | Op::Opendir
+                | Op::Readdir(_)
+                | Op::Releasedir
+                | Op::Statfs
+                | Op::Fsync
+                | Op::Create
+                | Op::Unlink
+        )
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -96,6 +129,17 @@ pub fn parse(buf: &[u8]) -> Result<Request<'_>, WireError> {
     let h = &header;
     let op = match header.opcode {
         CUSE_INIT => Op::CuseInit(body(h, rest)?),
+        FUSE_INIT => Op::Init(body(h, rest)?),
+        FUSE_LOOKUP => Op::Lookup(rest.split(|&b| b == 0).next().unwrap_or_default()),
+        FUSE_GETATTR => Op::Getattr,
+        FUSE_SETATTR => Op::Setattr(body(h, rest)?),
+        FUSE_OPENDIR => Op::Opendir,
+        FUSE_READDIR => Op::Readdir(body(h, rest)?),
+        FUSE_RELEASEDIR => Op::Releasedir,
+        FUSE_STATFS => Op::Statfs,
+        FUSE_FSYNC => Op::Fsync,
+        FUSE_CREATE => Op::Create,
+        FUSE_UNLINK => Op::Unlink,
         FUSE_OPEN => Op::Open(body(h, rest)?),
         FUSE_READ => Op::Read(body(h, rest)?),
         FUSE_WRITE => Op::Write(body(h, rest)?),
@@ -126,6 +170,16 @@ pub fn parse(buf: &[u8]) -> Result<Request<'_>, WireError> {
 pub fn opcode_name(opcode: u32) -> &'static str {
     match opcode {
         CUSE_INIT => "CUSE_INIT",
+        FUSE_INIT => "INIT",
+        FUSE_LOOKUP => "LOOKUP",
+        FUSE_GETATTR => "GETATTR",
+        FUSE_SETATTR => "SETATTR",
+        FUSE_OPENDIR => "OPENDIR",
+        FUSE_READDIR => "READDIR",
+        FUSE_RELEASEDIR => "RELEASEDIR",
+        FUSE_STATFS => "STATFS",
+        FUSE_CREATE => "CREATE",
+        FUSE_UNLINK => "UNLINK",
         FUSE_OPEN => "OPEN",
         FUSE_READ => "READ",
         FUSE_WRITE => "WRITE",
@@ -363,8 +417,37 @@ mod tests {
         let mut b = header(48, FUSE_FORGET, 21, 0);
         b.extend_from_slice(&[0; 8]);
         assert_eq!(parse(&b).unwrap().op, Op::NoReply(FUSE_FORGET));
-        let b = header(40, 1, 22, 0); // LOOKUP: not for a character device
-        assert_eq!(parse(&b).unwrap().op, Op::Other(1));
+        let b = header(40, 13, 22, 0); // FUSE_MKNOD: nothing we serve
+        assert_eq!(parse(&b).unwrap().op, Op::Other(13));
+    }
+
+    #[test]
+    fn parses_filesystem_requests() {
+        let mut b = header(47, FUSE_LOOKUP, 23, 9);
+        b.extend_from_slice(b"pfcntr\0");
+        assert_eq!(parse(&b).unwrap().op, Op::Lookup(b"pfcntr"));
+        let mut b = header(128, FUSE_SETATTR, 24, 9);
+        let mut set = [0u8; 88];
+        set[0..4].copy_from_slice(&FATTR_SIZE.to_le_bytes());
+        set[16..24].copy_from_slice(&5u64.to_le_bytes());
+        b.extend_from_slice(&set);
+        let Op::Setattr(set) = parse(&b).unwrap().op else {
+            panic!()
+        };
+        assert_eq!((set.valid, set.size), (FATTR_SIZE, 5));
+        let b = header(40, FUSE_GETATTR, 25, 9);
+        assert_eq!(parse(&b).unwrap().op, Op::Getattr);
+        let b = header(40, FUSE_STATFS, 26, 9);
+        assert_eq!(parse(&b).unwrap().op, Op::Statfs);
+        let mut b = header(104, FUSE_INIT, 27, 0);
+        let mut init = [0u8; 64];
+        init[0..4].copy_from_slice(&7u32.to_le_bytes());
+        init[4..8].copy_from_slice(&45u32.to_le_bytes());
+        b.extend_from_slice(&init);
+        assert!(matches!(parse(&b).unwrap().op, Op::Init(i) if i.minor == 45));
+        // A SETATTR too short for fuse_setattr_in: answered EIO.
+        let b = header(40, FUSE_SETATTR, 28, 9);
+        assert_eq!(parse(&b).unwrap_err().unique(), Some(28));
     }
 
     #[test]

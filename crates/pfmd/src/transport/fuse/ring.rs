@@ -1,5 +1,5 @@
 //! The io_uring framing of FUSE requests and replies, translated to and from
-//! the classic framing that [`crate::transport::cuse::wire`] parses and
+//! the classic framing that [`crate::transport::wire`] parses and
 //! encodes, so one codec serves both channels.
 //!
 //! A ring entry is two buffers. On fetch the kernel writes `fuse_in_header`
@@ -10,8 +10,7 @@
 //! `fuse_out_header` to `in_out`, every output argument to the payload, and
 //! their size to `payload_sz`.
 
-use super::abi::*;
-use crate::transport::cuse::abi::{FuseInHeader, FuseOutHeader};
+use crate::transport::abi::*;
 use io_uring::{opcode, squeue, types};
 use std::os::fd::RawFd;
 use zerocopy::{FromBytes, IntoBytes};
@@ -145,8 +144,7 @@ fn sqe_from_bytes(bytes: [u8; 128]) -> squeue::Entry128 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::transport::cuse::abi::{FUSE_IOCTL, FuseIoctlIn};
-    use crate::transport::cuse::wire::{self, Op};
+    use crate::transport::wire::{self, Op};
 
     fn entry(opcode: u32, op_in: &[u8], payload: &[u8]) -> (FuseUringReqHeader, Vec<u8>) {
         let mut header = FuseUringReqHeader::default();

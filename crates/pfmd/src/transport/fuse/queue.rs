@@ -4,20 +4,24 @@
 //! SQE. The only `unsafe` here is handing buffers to the kernel and reading
 //! them back when it is done with them.
 //!
-//! The thread never waits for anything but its ring. An OPEN that must wait
-//! for its own process's RELEASE keeps its entry (the kernel sees the
-//! request in progress) and goes to the open waiter; the answer comes back
-//! through the queue's [`Mailbox`], whose eventfd is polled by the ring, and
-//! is committed from this thread. At most all entries but one wait so, so a
-//! queue always has an entry for the RELEASE itself.
+//! The thread never waits for anything but its ring. A request whose answer
+//! waits keeps its entry (the kernel sees the request in progress): an OPEN
+//! that must wait for its own process's RELEASE goes to the open waiter,
+//! whose answer comes back through the queue's [`Mailbox`] (an eventfd the
+//! ring polls); a pointer ioctl's store goes to the store helper over the
+//! queue's own [`StoreLink`] (a socket the ring polls). Either answer is
+//! committed from this thread. At most all entries but one wait so, so a
+//! queue always has an entry for a RELEASE or a quick request, and at most
+//! [`WAITING_PER_USER`] for one user; a store past either is `EAGAIN`.
 
-use super::FuseUringError;
-use super::abi::*;
-use super::fs::{Answer, Filesystem, opened_reply};
+use super::FuseError;
 use super::ring;
 use crate::device::{DeviceError, FileId};
-use crate::transport::cuse::wire;
+use crate::transport::abi::*;
+use crate::transport::handler::{Answer, Handler, opened_reply};
 use crate::transport::open_waiter::{OpenReply, OpenWaiter};
+use crate::transport::store::{StoreJob, StoreLink};
+use crate::transport::wire;
 use io_uring::{IoUring, cqueue, opcode, squeue, types};
 use nix::errno::Errno;
 use nix::sys::eventfd::{EfdFlags, EventFd};
@@ -29,6 +33,11 @@ use std::sync::{Arc, Mutex};
 
 /// `user_data` of the mailbox poll; entries are tagged with their index.
 const WAKE: u64 = u64::MAX;
+/// `user_data` of the store link's poll.
+const STORED: u64 = u64::MAX - 1;
+/// Entries of one queue that one user's waiting requests may hold, so that
+/// a user whose stores never finish leaves the queue to everyone else.
+pub const WAITING_PER_USER: usize = 3;
 
 /// Which queue a ring serves, and how.
 #[derive(Debug, Clone, Copy)]
@@ -142,14 +151,17 @@ impl Entry {
 /// What one ring thread shares with the rest of the transport.
 pub struct Shared {
     pub dev: Arc<File>,
-    pub fs: Arc<Filesystem>,
+    pub handler: Arc<Handler>,
     pub waiter: OpenWaiter<RingReply>,
+    /// This queue's link to the store helper.
+    pub stores: StoreLink,
 }
 
 /// Serves one ring until the connection ends. Reports on `ready` once its
-/// entries are registered (or why they are not).
-pub fn serve(shared: Shared, spec: QueueSpec, ready: Sender<Result<(), FuseUringError>>) {
-    let fail = |what: &str, source: io::Error| FuseUringError::Queue {
+/// entries are registered (or why they are not). True when it served until
+/// the connection ended; false when it never registered.
+pub fn serve(shared: Shared, spec: QueueSpec, ready: Sender<Result<(), FuseError>>) -> bool {
+    let fail = |what: &str, source: io::Error| FuseError::Queue {
         qid: spec.qid,
         what: what.to_string(),
         source,
@@ -161,25 +173,25 @@ pub fn serve(shared: Shared, spec: QueueSpec, ready: Sender<Result<(), FuseUring
             .and_then(|()| nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set));
         if let Err(e) = pinned {
             let _ = ready.send(Err(fail(&format!("pinning to CPU {cpu}"), e.into())));
-            return;
+            return false;
         }
     }
     let mailbox = match Mailbox::new() {
         Ok(mailbox) => Arc::new(mailbox),
         Err(e) => {
             let _ = ready.send(Err(fail("eventfd", e)));
-            return;
+            return false;
         }
     };
     let mut ring = match IoUring::<squeue::Entry128, cqueue::Entry>::builder()
         .setup_single_issuer()
         .setup_defer_taskrun()
-        .build((spec.entries + 1).next_power_of_two() as u32)
+        .build((spec.entries + 2).next_power_of_two() as u32)
     {
         Ok(ring) => ring,
         Err(e) => {
             let _ = ready.send(Err(fail("io_uring_setup", e)));
-            return;
+            return false;
         }
     };
     let fd = shared.dev.as_raw_fd();
@@ -216,11 +228,13 @@ pub fn serve(shared: Shared, spec: QueueSpec, ready: Sender<Result<(), FuseUring
         let _ = ready.send(Err(e));
         // Some entries may be registered: the kernel may still write them.
         std::mem::forget(entries);
-        return;
+        return false;
     }
     let _ = ready.send(Ok(()));
     tracing::debug!(qid = spec.qid, cpu = spec.cpu, "FUSE ring queue registered");
-    arm_wake(&mut ring, &mailbox);
+    arm_poll(&mut ring, mailbox.event.as_fd().as_raw_fd(), WAKE);
+    arm_poll(&mut ring, shared.stores.fd().as_raw_fd(), STORED);
+    let mut results = Vec::new();
 
     let mut queue = Queue {
         ring,
@@ -228,18 +242,20 @@ pub fn serve(shared: Shared, spec: QueueSpec, ready: Sender<Result<(), FuseUring
         qid: spec.qid,
         entries,
         request: Vec::with_capacity(4096),
-        deferred: 0,
+        waiting: vec![None; spec.entries],
     };
-    // Entries the kernel holds or whose answer is on its way here.
+    // Entries the kernel holds or whose answer is on its way here. Once
+    // only waiting ones are left, the kernel has let go of the others
+    // (the connection ended) and no answer is wanted any more.
     let mut live = queue.entries.len();
-    while live > 0 {
+    while live > queue.waiting_count() {
         match queue.ring.submit_and_wait(1) {
             Ok(_) => {}
             Err(e) if matches!(e.raw_os_error(), Some(libc::EINTR | libc::EBUSY)) => continue,
             Err(e) => {
                 tracing::error!(qid = spec.qid, "io_uring_enter: {e}");
                 std::mem::forget(queue.entries);
-                return;
+                return true;
             }
         }
         let done: Vec<(u64, i32)> = queue
@@ -257,10 +273,28 @@ pub fn serve(shared: Shared, spec: QueueSpec, ready: Sender<Result<(), FuseUring
                     );
                 }
                 for (index, reply) in mailbox.take() {
-                    queue.deferred -= 1;
-                    queue.commit(index, &reply);
+                    queue.commit_waiting(index, &reply);
                 }
-                arm_wake(&mut queue.ring, &mailbox);
+                arm_poll(&mut queue.ring, mailbox.event.as_fd().as_raw_fd(), WAKE);
+                continue;
+            }
+            if tag == STORED {
+                loop {
+                    match shared.stores.receive(&mut results, false) {
+                        Ok(Some(done)) => {
+                            let reply = done
+                                .result
+                                .unwrap_or_else(|errno| wire::reply_error(done.unique, errno));
+                            queue.commit_waiting(done.tag as usize, &reply);
+                        }
+                        Ok(None) => break,
+                        Err(e) => {
+                            tracing::error!(qid = spec.qid, "store helper link: {e}");
+                            break;
+                        }
+                    }
+                }
+                arm_poll(&mut queue.ring, shared.stores.fd().as_raw_fd(), STORED);
                 continue;
             }
             let index = tag as usize;
@@ -281,25 +315,24 @@ pub fn serve(shared: Shared, spec: QueueSpec, ready: Sender<Result<(), FuseUring
     }
     tracing::debug!(qid = spec.qid, "FUSE ring queue finished");
     for entry in queue.entries {
-        // SAFETY: every command completed with an error and none was
-        // re-armed (no answer was waiting either: `live` counted those):
-        // the kernel holds no entry.
+        // SAFETY: every command completed (with an error, or with a
+        // request whose answer was still waiting when the connection
+        // ended) and none was re-armed: the kernel holds no entry.
         unsafe { entry.free() };
     }
+    true
 }
 
-/// (Re)arms the one-shot poll on the mailbox's eventfd.
-fn arm_wake(ring: &mut IoUring<squeue::Entry128, cqueue::Entry>, mailbox: &Mailbox) {
-    let sqe: squeue::Entry128 = opcode::PollAdd::new(
-        types::Fd(mailbox.event.as_fd().as_raw_fd()),
-        libc::POLLIN as u32,
-    )
-    .build()
-    .user_data(WAKE)
-    .into();
-    // SAFETY: a poll names no memory of ours; the eventfd lives in the
-    // mailbox, which outlives the ring (the ring is dropped first).
-    unsafe { ring.submission().push(&sqe) }.expect("the ring has a slot for the poll");
+/// (Re)arms a one-shot poll for input on `fd` (the mailbox's eventfd, the
+/// store link), completing with `tag`.
+fn arm_poll(ring: &mut IoUring<squeue::Entry128, cqueue::Entry>, fd: i32, tag: u64) {
+    let sqe: squeue::Entry128 = opcode::PollAdd::new(types::Fd(fd), libc::POLLIN as u32)
+        .build()
+        .user_data(tag)
+        .into();
+    // SAFETY: a poll names no memory of ours; the eventfd and the link
+    // outlive the ring (the ring is dropped first).
+    unsafe { ring.submission().push(&sqe) }.expect("the ring has a slot for each poll");
 }
 
 struct Queue {
@@ -308,11 +341,32 @@ struct Queue {
     qid: u16,
     entries: Vec<Entry>,
     request: Vec<u8>,
-    /// Entries whose answer the open waiter will post.
-    deferred: usize,
+    /// For each entry whose answer waits (the open waiter's or the store
+    /// helper's), the user it waits for.
+    waiting: Vec<Option<u32>>,
 }
 
 impl Queue {
+    fn waiting_count(&self) -> usize {
+        self.waiting.iter().flatten().count()
+    }
+
+    /// Whether a request of `uid` may keep its entry while its answer
+    /// waits: one entry always stays for everything else, and one user
+    /// holds at most [`WAITING_PER_USER`].
+    fn may_wait(&self, uid: u32) -> bool {
+        self.waiting_count() + 1 < self.entries.len()
+            && self.waiting.iter().flatten().filter(|&&u| u == uid).count() < WAITING_PER_USER
+    }
+
+    /// Commits the answer that entry `index` waited for.
+    fn commit_waiting(&mut self, index: usize, reply: &[u8]) {
+        match self.waiting.get_mut(index).and_then(Option::take) {
+            Some(_) => self.commit(index, reply),
+            None => tracing::error!(qid = self.qid, index, "an answer for an entry that waits for none"),
+        }
+    }
+
     /// Answers the request the kernel put in entry `index`.
     fn serve_entry(&mut self, index: usize, shared: &Shared, mailbox: &Arc<Mailbox>) {
         let entry = &self.entries[index];
@@ -322,14 +376,41 @@ impl Queue {
         let (header, payload) = unsafe { (&*entry.header, &*entry.payload) };
         let commit_id = ring::commit_id(header);
         let reply = match ring::request_into(header, payload, &mut self.request) {
-            Ok(()) => match shared.fs.answer(&self.request) {
-                Answer::Reply(reply) => reply,
+            Ok(()) => match shared.handler.answer(&self.request) {
+                Answer::Reply(reply) | Answer::Last(reply) => reply,
                 // FORGET and INTERRUPT never come this way (the kernel
                 // keeps them on the classic channel); the entry must
                 // return anyway.
                 Answer::Nothing => wire::reply_error(commit_id, Errno::ENOSYS),
-                Answer::Later { unique, open } if self.deferred + 1 < self.entries.len() => {
-                    self.deferred += 1;
+                Answer::AfterStore {
+                    unique,
+                    uid,
+                    tid,
+                    store,
+                    reply,
+                } if self.may_wait(uid) => {
+                    let job = StoreJob {
+                        tag: index as u64,
+                        unique,
+                        uid,
+                        tid,
+                        addr: store.addr,
+                        bytes: store.bytes,
+                        reply,
+                    };
+                    match shared.stores.submit(&job) {
+                        Ok(()) => {
+                            self.waiting[index] = Some(uid);
+                            return;
+                        }
+                        Err(errno) => wire::reply_error(unique, errno),
+                    }
+                }
+                // This user's waiting requests hold all it may have, or
+                // every entry but this one waits: no store may hold it.
+                Answer::AfterStore { unique, .. } => wire::reply_error(unique, Errno::EAGAIN),
+                Answer::WaitForRelease { unique, uid, open } if self.may_wait(uid) => {
+                    self.waiting[index] = Some(uid);
                     let mailbox = Arc::clone(mailbox);
                     shared.waiter.wait(
                         open,
@@ -341,7 +422,9 @@ impl Queue {
                     );
                     return;
                 }
-                Answer::Later { unique, open } => wire::reply_error(unique, open.error().errno()),
+                Answer::WaitForRelease { unique, open, .. } => {
+                    wire::reply_error(unique, open.error().errno())
+                }
             },
             Err(e) => {
                 tracing::error!(qid = self.qid, "{e}");
