@@ -122,3 +122,39 @@ int main(int argc, char **argv) {
     let after = run(daemon.client("ev4count").args(["-ms", "10"]));
     assert!(after.status.success(), "{}", text(&after));
 }
+
+/// The daemon ends when its device does: a FUSE mount detached under it
+/// (`umount -l`), once nothing holds the file, ends the connection, and pfmd
+/// logs it and exits non-zero so that its unit restarts it. Over both FUSE
+/// channels; a client that held the device until then gets an error.
+#[test]
+fn a_detached_mount_ends_the_daemon_with_an_error() {
+    if !can_run() {
+        return;
+    }
+    for channel in ["off", "on"] {
+        let guard = (channel == "on").then(common::EnableUring::set);
+        let mut daemon = Daemon::start(&["--fuse-uring", channel]);
+        drop(guard);
+        let held = pfm_client::Device::open(&daemon.device, pfm_abi::OpenMode::All)
+            .unwrap_or_else(|e| panic!("{e}\n{}", daemon.log()));
+        nix::mount::umount2(&daemon.mountpoint, nix::mount::MntFlags::MNT_DETACH).unwrap();
+        // Still served while held.
+        held.info()
+            .unwrap_or_else(|e| panic!("{channel}: held device after umount -l: {e}"));
+        drop(held);
+        let status = daemon.wait();
+        assert_eq!(
+            status.code(),
+            Some(1),
+            "{channel}: {status}\n{}",
+            daemon.log()
+        );
+        let log = daemon.log();
+        assert!(
+            log.contains("FUSE transport ended while serving")
+                && log.contains("the FUSE connection ended while pfmd was serving"),
+            "{channel}: {log}"
+        );
+    }
+}

@@ -317,8 +317,10 @@ pub fn online_cpus() -> usize {
 }
 
 pub fn configured_cpus() -> usize {
-    // SAFETY: sysconf has no memory-safety preconditions.
-    unsafe { libc::sysconf(libc::_SC_NPROCESSORS_CONF) as usize }
+    nix::unistd::sysconf(nix::unistd::SysconfVar::_NPROCESSORS_CONF)
+        .ok()
+        .flatten()
+        .map_or(1, |n| n as usize)
 }
 
 /// Builds C source given inline (a test's own workload) with gcc and

@@ -14,6 +14,8 @@
 mod counters;
 mod flags;
 mod implementation;
+#[macro_use]
+mod table;
 pub mod numbers;
 mod request;
 pub mod structs;
@@ -21,5 +23,6 @@ pub mod structs;
 pub use counters::{CounterMask, CounterOp, RawCounters};
 pub use flags::{Items, OpenMode};
 pub use implementation::{Family, Implementation, UnknownModel};
-pub use request::{DecodeError, RangeRequest, Request, decode, family_of};
+pub use numbers::{decode, family_of};
+pub use request::{DecodeError, RangeRequest, Request};
 pub use structs::*;

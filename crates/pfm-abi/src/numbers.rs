@@ -1,7 +1,10 @@
 //! Ioctl numbers: Linux `_IO/_IOR/_IOW/_IOWR` with type `'P'`, the Tru64 `nr`,
-//! and LP64 sizes of the Tru64 declarations (docs/device.md §3).
+//! and LP64 sizes of the Tru64 declarations (docs/device.md §3); and the one
+//! table of ioctls from which the constants, [`ALL`], [`name`],
+//! [`stores_through_pointer`], [`family_of`] and [`decode`] are generated.
 
-use crate::structs::{AddrRange, AddrRangeT, PfmInfo};
+use crate::counters::{CounterMask, RawCounters};
+use crate::structs::{AddrRange, AddrRangeT, Iccsr, PfmInfo};
 
 pub const IOC_NONE: u32 = 0;
 pub const IOC_WRITE: u32 = 1;
@@ -48,110 +51,55 @@ const ADDR_RANGE: u32 = size_of::<AddrRange>() as u32;
 const ADDR_RANGE_T: u32 = size_of::<AddrRangeT>() as u32;
 const PFM_INFO: u32 = size_of::<PfmInfo>() as u32;
 
-// Family independent.
-pub const PCNTRDISABLE: u32 = io(0);
-pub const PCNTRENABLE: u32 = io(1);
-pub const PCNTLOGALL: u32 = io(3);
-pub const PCNTLOGSELECT: u32 = io(4);
-pub const PCNTCLEARCNT: u32 = io(5);
-pub const PCNTCLEARPCBPME: u32 = io(7);
-pub const PCNTCALLER: u32 = io(8);
-pub const PCNTGETRSIZE: u32 = ior(10, LONG);
-pub const PCNTGETIPLHIS: u32 = iow(11, POINTER);
-pub const PCNTSETITEMS: u32 = iow(31, LONG);
-pub const PCNTSETUADDR: u32 = iow(32, ADDR_RANGE);
-pub const PCNTSETKADDR: u32 = iow(33, ADDR_RANGE);
-pub const PCNTSETURANGE: u32 = iow(34, ADDR_RANGE_T);
-pub const PCNTSETKRANGE: u32 = iow(35, ADDR_RANGE_T);
+// The ioctl table: one line per ioctl, the grammar in `table.rs`.
+ioctls! {
+    // Family independent.
+    PCNTRDISABLE    = io(0)                             => Disable;
+    PCNTRENABLE     = io(1)                             => Enable;
+    PCNTLOGALL      = io(3)                             => LogAll;
+    PCNTLOGSELECT   = io(4)                             => LogSelect;
+    PCNTCLEARCNT    = io(5)                             => ClearCnt;
+    PCNTCLEARPCBPME = io(7)                             => ClearPcbPme;
+    PCNTCALLER      = io(8)                             => Caller;
+    PCNTGETRSIZE    = ior(10, LONG)                     => GetRsize;
+    PCNTGETIPLHIS   = iow(11, POINTER), stores          => GetIplHis { addr: u64 };
+    PCNTSETITEMS    = iow(31, LONG)                     => SetItems(u64);
+    PCNTSETUADDR    = iow(32, ADDR_RANGE)               => SetRange(user AddrRange);
+    PCNTSETKADDR    = iow(33, ADDR_RANGE)               => SetRange(kernel AddrRange);
+    PCNTSETURANGE   = iow(34, ADDR_RANGE_T)             => SetRange(user AddrRangeT);
+    PCNTSETKRANGE   = iow(35, ADDR_RANGE_T)             => SetRange(kernel AddrRangeT);
 
-// EV4.
-pub const PCNTSETMUX: u32 = iow(2, 8);
-pub const PCNTGETCNT: u32 = iow(6, POINTER);
+    // EV4.
+    PCNTSETMUX      = iow(2, 8), Ev4                    => Ev4Mux(Iccsr);
+    PCNTGETCNT      = iow(6, POINTER), Ev4, stores      => Counters(GetCounts { addr: u64 });
 
-// EV5.
-pub const PCNT5CTXTS: u32 = iow(40, LONG);
-pub const PCNT5MUX: u32 = iow(41, LONG);
-pub const PCNT5FREQ: u32 = iow(42, LONG);
-pub const PCNT5DISABLE: u32 = iow(43, LONG);
-pub const PCNT5ENABLE: u32 = iow(44, LONG);
-pub const PCNT5CLEAR: u32 = iow(45, LONG);
-pub const PCNT5RESTART: u32 = iow(46, LONG);
-pub const PCNT5SETCNTRS: u32 = iow(47, LONG);
-pub const PCNT5GETCNTRS: u32 = iowr(48, LONG);
-pub const PCNT5GETCNT: u32 = iow(49, POINTER);
-pub const PCNT5READCNTRS: u32 = iow(50, POINTER);
+    // EV5.
+    PCNT5CTXTS      = iow(40, LONG), Ev5                => Ev5Contexts(u64);
+    PCNT5MUX        = iow(41, LONG), Ev5                => Ev5Mux(u64);
+    PCNT5FREQ       = iow(42, LONG), Ev5                => Ev5Freq(u64);
+    PCNT5DISABLE    = iow(43, LONG), Ev5                => Counters(Disable(CounterMask));
+    PCNT5ENABLE     = iow(44, LONG), Ev5                => Counters(Enable(CounterMask));
+    PCNT5CLEAR      = iow(45, LONG), Ev5                => Counters(Clear(CounterMask));
+    PCNT5RESTART    = iow(46, LONG), Ev5                => Counters(Restart(CounterMask));
+    PCNT5SETCNTRS   = iow(47, LONG), Ev5                => Counters(SetCounters(RawCounters));
+    PCNT5GETCNTRS   = iowr(48, LONG), Ev5               => Counters(GetCounters(RawCounters));
+    PCNT5GETCNT     = iow(49, POINTER), Ev5, stores     => Counters(GetCounts { addr: u64 });
+    PCNT5READCNTRS  = iow(50, POINTER), Ev5, stores     => Counters(ReadCounts { addr: u64 });
 
-// EV6 and EV67.
-pub const PCNT6MUX: u32 = iow(51, LONG);
-pub const PCNT6ENABWRITE: u32 = iow(52, LONG);
-pub const PCNT6DISABLE: u32 = iow(53, LONG);
-pub const PCNT6ENABLE: u32 = iow(54, LONG);
-pub const PCNT6CLEAR: u32 = iow(55, LONG);
-pub const PCNT6RESTART: u32 = iow(56, LONG);
-pub const PCNT6SETCNTRS: u32 = iow(57, LONG);
-pub const PCNT6GETCNTRS: u32 = iowr(58, LONG);
-pub const PCNT6GETCNT: u32 = iow(59, POINTER);
-pub const PCNT6READCNTRS: u32 = iow(60, POINTER);
+    // EV6 and EV67.
+    PCNT6MUX        = iow(51, LONG), Ev6                => Ev6Mux(u64);
+    PCNT6ENABWRITE  = iow(52, LONG), Ev6                => Counters(EnableWrite(RawCounters));
+    PCNT6DISABLE    = iow(53, LONG), Ev6                => Counters(Disable(CounterMask));
+    PCNT6ENABLE     = iow(54, LONG), Ev6                => Counters(Enable(CounterMask));
+    PCNT6CLEAR      = iow(55, LONG), Ev6                => Counters(Clear(CounterMask));
+    PCNT6RESTART    = iow(56, LONG), Ev6                => Counters(Restart(CounterMask));
+    PCNT6SETCNTRS   = iow(57, LONG), Ev6                => Counters(SetCounters(RawCounters));
+    PCNT6GETCNTRS   = iowr(58, LONG), Ev6               => Counters(GetCounters(RawCounters));
+    PCNT6GETCNT     = iow(59, POINTER), Ev6, stores     => Counters(GetCounts { addr: u64 });
+    PCNT6READCNTRS  = iow(60, POINTER), Ev6, stores     => Counters(ReadCounts { addr: u64 });
 
-// Extension (ours).
-pub const PCNTGETINFO: u32 = ior(100, PFM_INFO);
-
-/// Every ioctl with its C name, for the header check and logs.
-pub const ALL: &[(&str, u32)] = &[
-    ("PCNTRDISABLE", PCNTRDISABLE),
-    ("PCNTRENABLE", PCNTRENABLE),
-    ("PCNTLOGALL", PCNTLOGALL),
-    ("PCNTLOGSELECT", PCNTLOGSELECT),
-    ("PCNTCLEARCNT", PCNTCLEARCNT),
-    ("PCNTCLEARPCBPME", PCNTCLEARPCBPME),
-    ("PCNTCALLER", PCNTCALLER),
-    ("PCNTGETRSIZE", PCNTGETRSIZE),
-    ("PCNTGETIPLHIS", PCNTGETIPLHIS),
-    ("PCNTSETITEMS", PCNTSETITEMS),
-    ("PCNTSETUADDR", PCNTSETUADDR),
-    ("PCNTSETKADDR", PCNTSETKADDR),
-    ("PCNTSETURANGE", PCNTSETURANGE),
-    ("PCNTSETKRANGE", PCNTSETKRANGE),
-    ("PCNTSETMUX", PCNTSETMUX),
-    ("PCNTGETCNT", PCNTGETCNT),
-    ("PCNT5CTXTS", PCNT5CTXTS),
-    ("PCNT5MUX", PCNT5MUX),
-    ("PCNT5FREQ", PCNT5FREQ),
-    ("PCNT5DISABLE", PCNT5DISABLE),
-    ("PCNT5ENABLE", PCNT5ENABLE),
-    ("PCNT5CLEAR", PCNT5CLEAR),
-    ("PCNT5RESTART", PCNT5RESTART),
-    ("PCNT5SETCNTRS", PCNT5SETCNTRS),
-    ("PCNT5GETCNTRS", PCNT5GETCNTRS),
-    ("PCNT5GETCNT", PCNT5GETCNT),
-    ("PCNT5READCNTRS", PCNT5READCNTRS),
-    ("PCNT6MUX", PCNT6MUX),
-    ("PCNT6ENABWRITE", PCNT6ENABWRITE),
-    ("PCNT6DISABLE", PCNT6DISABLE),
-    ("PCNT6ENABLE", PCNT6ENABLE),
-    ("PCNT6CLEAR", PCNT6CLEAR),
-    ("PCNT6RESTART", PCNT6RESTART),
-    ("PCNT6SETCNTRS", PCNT6SETCNTRS),
-    ("PCNT6GETCNTRS", PCNT6GETCNTRS),
-    ("PCNT6GETCNT", PCNT6GETCNT),
-    ("PCNT6READCNTRS", PCNT6READCNTRS),
-    ("PCNTGETINFO", PCNTGETINFO),
-];
-
-/// The C name of `cmd`, for logs.
-pub fn name(cmd: u32) -> Option<&'static str> {
-    ALL.iter().find(|(_, c)| *c == cmd).map(|(n, _)| *n)
-}
-
-/// True for the ioctls whose argument is a pointer to caller memory the
-/// device fills (`*GETCNT`, `*READCNTRS`, `PCNTGETIPLHIS`): the `_IOW` word
-/// is the address, the data goes wherever it points. Transports that can
-/// ask the kernel to copy (CUSE) need to know this shape, not what it means.
-pub fn stores_through_pointer(cmd: u32) -> bool {
-    matches!(
-        cmd,
-        PCNTGETIPLHIS | PCNTGETCNT | PCNT5GETCNT | PCNT5READCNTRS | PCNT6GETCNT | PCNT6READCNTRS
-    )
+    // Extension (ours).
+    PCNTGETINFO     = ior(100, PFM_INFO)                => GetInfo;
 }
 
 /// For an ioctl that [stores through a pointer](stores_through_pointer):
@@ -170,6 +118,7 @@ pub fn pointer_argument(cmd: u32, arg: &[u8]) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::{CounterOp, DecodeError, Family, Request};
 
     #[test]
     fn pointer_arguments_are_the_iow_word_of_pointer_ioctls_only() {
@@ -203,5 +152,72 @@ mod tests {
                 assert_ne!(x, y, "{a} and {b} share a number");
             }
         }
+    }
+
+    /// The table's lines against what they generate and against
+    /// `Request::family`, which is written by hand.
+    #[test]
+    fn table_lines_agree_with_what_they_generate() {
+        let word = 0x1234_5678_9abc_def0u64;
+        for &(label, cmd) in ALL {
+            assert_eq!(name(cmd), Some(label));
+            assert_eq!(kind(cmd), IOC_TYPE_PFM, "{label}");
+            let size = size(cmd) as usize;
+            let mut argument = vec![0u8; size];
+            if size >= 8 {
+                argument[..8].copy_from_slice(&word.to_ne_bytes());
+            }
+            let request = decode(cmd, &argument).unwrap_or_else(|e| panic!("{label}: {e}"));
+            assert_eq!(request.family(), family_of(cmd), "{label}");
+
+            // An argument the device reads is exactly `_IOC_SIZE` bytes.
+            if dir(cmd) & IOC_WRITE != 0 {
+                assert_eq!(
+                    decode(cmd, &argument[..size - 1]),
+                    Err(DecodeError::ShortArgument {
+                        name: label,
+                        got: size - 1,
+                        need: size
+                    })
+                );
+            } else {
+                assert!(decode(cmd, &[]).is_ok(), "{label}");
+            }
+
+            // A pointer store's request carries the address it stores to.
+            let addr = match request {
+                Request::GetIplHis { addr }
+                | Request::Counters(
+                    _,
+                    CounterOp::GetCounts { addr } | CounterOp::ReadCounts { addr },
+                ) => Some(addr),
+                _ => None,
+            };
+            assert_eq!(stores_through_pointer(cmd), addr.is_some(), "{label}");
+            assert_eq!(pointer_argument(cmd, &argument), addr, "{label}");
+            if stores_through_pointer(cmd) {
+                assert_eq!((dir(cmd), size), (IOC_WRITE, POINTER as usize));
+            }
+        }
+    }
+
+    #[test]
+    fn numbers_outside_the_table_are_nothing() {
+        let strangers = [
+            PCNTGETCNT + 1,
+            ioc(IOC_WRITE, 6, 4),
+            io(63),
+            ioc(IOC_NONE, 1, 0) | 0x100,
+        ];
+        for cmd in strangers {
+            assert_eq!(name(cmd), None);
+            assert_eq!(family_of(cmd), None);
+            assert!(!stores_through_pointer(cmd));
+            assert_eq!(decode(cmd, &[0; 64]), Err(DecodeError::Unknown { cmd }));
+        }
+        assert_eq!(family_of(PCNTSETMUX), Some(Family::Ev4));
+        assert_eq!(family_of(PCNT5GETCNT), Some(Family::Ev5));
+        assert_eq!(family_of(PCNT6ENABWRITE), Some(Family::Ev6));
+        assert_eq!(family_of(PCNTGETIPLHIS), None);
     }
 }

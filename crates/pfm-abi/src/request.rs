@@ -1,8 +1,9 @@
-//! Decoding a raw ioctl into a typed [`Request`].
+//! The typed [`Request`] a raw ioctl decodes to, and the argument readers
+//! the ioctl table in [`numbers`](crate::numbers) decodes with.
 
 use crate::Family;
 use crate::counters::{CounterMask, CounterOp, RawCounters};
-use crate::numbers::{self as n};
+use crate::numbers as n;
 use crate::structs::{AddrRange, AddrRangeT, Iccsr};
 use zerocopy::FromBytes;
 
@@ -73,14 +74,6 @@ impl Request {
     }
 }
 
-/// The family an ioctl number belongs to (`None`: family-independent or
-/// unknown).
-pub fn family_of(cmd: u32) -> Option<Family> {
-    let argument = [0u8; 64];
-    let size = (crate::numbers::size(cmd) as usize).min(argument.len());
-    decode(cmd, &argument[..size]).ok()?.family()
-}
-
 /// Why a raw ioctl is not a request. Both are `EINVAL` at the device, as the
 /// original driver's default case.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -95,97 +88,78 @@ pub enum DecodeError {
     },
 }
 
-fn arg<T: FromBytes>(cmd: u32, data: &[u8]) -> Result<T, DecodeError> {
+/// Reads an ioctl's argument, a `T`, from its input bytes; `name` is the
+/// ioctl's, for the error.
+pub(crate) fn arg<T: FromBytes>(name: &'static str, data: &[u8]) -> Result<T, DecodeError> {
     T::read_from_prefix(data)
         .map(|(v, _)| v)
         .map_err(|_| DecodeError::ShortArgument {
-            name: n::name(cmd).unwrap_or("ioctl"),
+            name,
             got: data.len(),
             need: size_of::<T>(),
         })
 }
 
-/// Decodes `cmd` with its input bytes (`_IOC_SIZE(cmd)` bytes for `_IOW`).
-pub fn decode(cmd: u32, data: &[u8]) -> Result<Request, DecodeError> {
-    let long = || arg::<u64>(cmd, data);
-    let range = |kernel: bool| -> Result<Request, DecodeError> {
-        let r: AddrRange = arg(cmd, data)?;
-        Ok(Request::SetRange(RangeRequest {
+/// What a per-counter ioctl's `u64` word carries, unpacked the way
+/// `family` packs it (`Counters` lines of the table).
+pub(crate) trait CounterWord {
+    fn from_word(family: Family, word: u64) -> Self;
+}
+
+impl CounterWord for CounterMask {
+    fn from_word(family: Family, word: u64) -> Self {
+        CounterMask::from_word(family, word)
+    }
+}
+
+impl CounterWord for RawCounters {
+    fn from_word(family: Family, word: u64) -> Self {
+        RawCounters::unpack(family, word)
+    }
+}
+
+/// The arguments of `PCNTSET[UK]ADDR` (no stride: the last one stays) and
+/// `PCNTSET[UK]RANGE`.
+pub(crate) trait Range {
+    fn request(self, kernel: bool) -> RangeRequest;
+}
+
+impl Range for AddrRange {
+    fn request(self, kernel: bool) -> RangeRequest {
+        RangeRequest {
             kernel,
-            start: r.start,
-            end: r.end,
+            start: self.start,
+            end: self.end,
             stride: None,
-        }))
-    };
-    let range_t = |kernel: bool| -> Result<Request, DecodeError> {
-        let r: AddrRangeT = arg(cmd, data)?;
-        Ok(Request::SetRange(RangeRequest {
+        }
+    }
+}
+
+impl Range for AddrRangeT {
+    fn request(self, kernel: bool) -> RangeRequest {
+        RangeRequest {
             kernel,
-            start: r.start,
-            end: r.end,
-            stride: Some(r.stride),
-        }))
-    };
-    let counters = |family: Family, op: fn(Family, u64) -> CounterOp| {
-        long().map(|word| Request::Counters(family, op(family, word)))
-    };
-    let (ev5, ev6) = (Family::Ev5, Family::Ev6);
-    Ok(match cmd {
-        n::PCNTRDISABLE => Request::Disable,
-        n::PCNTRENABLE => Request::Enable,
-        n::PCNTLOGALL => Request::LogAll,
-        n::PCNTLOGSELECT => Request::LogSelect,
-        n::PCNTCLEARCNT => Request::ClearCnt,
-        n::PCNTCLEARPCBPME => Request::ClearPcbPme,
-        n::PCNTCALLER => Request::Caller,
-        n::PCNTGETRSIZE => Request::GetRsize,
-        n::PCNTGETIPLHIS => Request::GetIplHis { addr: long()? },
-        n::PCNTSETITEMS => Request::SetItems(long()?),
-        n::PCNTSETUADDR => range(false)?,
-        n::PCNTSETKADDR => range(true)?,
-        n::PCNTSETURANGE => range_t(false)?,
-        n::PCNTSETKRANGE => range_t(true)?,
-        n::PCNTGETINFO => Request::GetInfo,
-        n::PCNTSETMUX => Request::Ev4Mux(arg(cmd, data)?),
-        n::PCNTGETCNT => counters(Family::Ev4, |_, addr| CounterOp::GetCounts { addr })?,
-        n::PCNT5CTXTS => Request::Ev5Contexts(long()?),
-        n::PCNT5MUX => Request::Ev5Mux(long()?),
-        n::PCNT5FREQ => Request::Ev5Freq(long()?),
-        n::PCNT6MUX => Request::Ev6Mux(long()?),
-        n::PCNT5DISABLE => counters(ev5, |f, w| CounterOp::Disable(CounterMask::from_word(f, w)))?,
-        n::PCNT6DISABLE => counters(ev6, |f, w| CounterOp::Disable(CounterMask::from_word(f, w)))?,
-        n::PCNT5ENABLE => counters(ev5, |f, w| CounterOp::Enable(CounterMask::from_word(f, w)))?,
-        n::PCNT6ENABLE => counters(ev6, |f, w| CounterOp::Enable(CounterMask::from_word(f, w)))?,
-        n::PCNT5CLEAR => counters(ev5, |f, w| CounterOp::Clear(CounterMask::from_word(f, w)))?,
-        n::PCNT6CLEAR => counters(ev6, |f, w| CounterOp::Clear(CounterMask::from_word(f, w)))?,
-        n::PCNT5RESTART => counters(ev5, |f, w| CounterOp::Restart(CounterMask::from_word(f, w)))?,
-        n::PCNT6RESTART => counters(ev6, |f, w| CounterOp::Restart(CounterMask::from_word(f, w)))?,
-        n::PCNT5SETCNTRS => counters(ev5, |f, w| {
-            CounterOp::SetCounters(RawCounters::unpack(f, w))
-        })?,
-        n::PCNT6SETCNTRS => counters(ev6, |f, w| {
-            CounterOp::SetCounters(RawCounters::unpack(f, w))
-        })?,
-        n::PCNT6ENABWRITE => counters(ev6, |f, w| {
-            CounterOp::EnableWrite(RawCounters::unpack(f, w))
-        })?,
-        n::PCNT5GETCNTRS => counters(ev5, |f, w| {
-            CounterOp::GetCounters(RawCounters::unpack(f, w))
-        })?,
-        n::PCNT6GETCNTRS => counters(ev6, |f, w| {
-            CounterOp::GetCounters(RawCounters::unpack(f, w))
-        })?,
-        n::PCNT5GETCNT => counters(ev5, |_, addr| CounterOp::GetCounts { addr })?,
-        n::PCNT6GETCNT => counters(ev6, |_, addr| CounterOp::GetCounts { addr })?,
-        n::PCNT5READCNTRS => counters(ev5, |_, addr| CounterOp::ReadCounts { addr })?,
-        n::PCNT6READCNTRS => counters(ev6, |_, addr| CounterOp::ReadCounts { addr })?,
-        other => return Err(DecodeError::Unknown { cmd: other }),
-    })
+            start: self.start,
+            end: self.end,
+            stride: Some(self.stride),
+        }
+    }
+}
+
+/// `SetRange(user T)` in the table: a `PCNTSETU*` range.
+pub(crate) fn user(range: impl Range) -> RangeRequest {
+    range.request(false)
+}
+
+/// `SetRange(kernel T)` in the table: a `PCNTSETK*` range.
+pub(crate) fn kernel(range: impl Range) -> RangeRequest {
+    range.request(true)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::numbers::decode;
     use crate::structs::PmctrsEv5;
 
     #[test]

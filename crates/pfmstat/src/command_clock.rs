@@ -9,95 +9,41 @@
 //! 10 ms slices on a loaded machine the weights were off by a tick per
 //! interval, and `-a` estimates by up to 15 %.
 
-use std::fs::File;
-use std::io::{self, Read};
-use std::os::fd::{FromRawFd, OwnedFd};
-
-/// The first 64 bytes of `struct perf_event_attr` (PERF_ATTR_SIZE_VER0),
-/// all a software counter needs.
-#[repr(C)]
-struct PerfEventAttrVer0 {
-    kind: u32,
-    size: u32,
-    config: u64,
-    sample_period: u64,
-    sample_type: u64,
-    read_format: u64,
-    flags: u64,
-    wakeup_events: u32,
-    bp_type: u32,
-    config1: u64,
-}
-
-const PERF_TYPE_SOFTWARE: u32 = 1;
-const PERF_COUNT_SW_TASK_CLOCK: u64 = 1;
-const FLAG_INHERIT: u64 = 1 << 1;
-/// Asked for so that `perf_event_paranoid` 2 allows it; a clock counter
-/// counts kernel time all the same (the flag only filters samples).
-const FLAG_EXCLUDE_KERNEL: u64 = 1 << 5;
-const FLAG_EXCLUDE_HV: u64 = 1 << 6;
-const PERF_FLAG_FD_CLOEXEC: libc::c_ulong = 1 << 3;
+use perf_event::Builder;
+use perf_event::events::Software;
+use std::io;
 
 #[derive(Debug)]
 pub struct CommandClock {
-    counter: File,
+    counter: perf_event::Counter,
 }
 
 impl CommandClock {
     /// Counts `pid` and its descendants from now on.
     pub fn open(pid: i32) -> io::Result<CommandClock> {
-        let attr = PerfEventAttrVer0 {
-            kind: PERF_TYPE_SOFTWARE,
-            size: std::mem::size_of::<PerfEventAttrVer0>() as u32,
-            config: PERF_COUNT_SW_TASK_CLOCK,
-            sample_period: 0,
-            sample_type: 0,
-            read_format: 0,
-            flags: FLAG_INHERIT | FLAG_EXCLUDE_KERNEL | FLAG_EXCLUDE_HV,
-            wakeup_events: 0,
-            bp_type: 0,
-            config1: 0,
-        };
-        // SAFETY: perf_event_open reads `size` bytes of `attr`, a live,
-        // fully initialised repr(C) value of exactly that size; the other
-        // arguments are plain integers.
-        let fd = unsafe {
-            libc::syscall(
-                libc::SYS_perf_event_open,
-                &attr as *const PerfEventAttrVer0,
-                pid,
-                -1,
-                -1,
-                PERF_FLAG_FD_CLOEXEC,
-            )
-        };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        let fd = i32::try_from(fd).map_err(|_| io::Error::other("perf_event_open: fd"))?;
-        // SAFETY: the kernel just returned this descriptor to us alone.
-        let owned = unsafe { OwnedFd::from_raw_fd(fd) };
-        Ok(CommandClock {
-            counter: File::from(owned),
-        })
+        let counter = Builder::new(Software::TASK_CLOCK)
+            .observe_pid(pid)
+            .any_cpu()
+            .inherit(true)
+            // Asked for so that `perf_event_paranoid` 2 allows it; a clock
+            // counter counts kernel time all the same (the flag only
+            // filters samples).
+            .exclude_kernel(true)
+            .exclude_hv(true)
+            .enabled(true)
+            .build()?;
+        Ok(CommandClock { counter })
     }
 
     /// CPU time of the command's tree since `open`, ns.
-    pub fn read_ns(&self) -> io::Result<u64> {
-        let mut value = [0u8; 8];
-        (&self.counter).read_exact(&mut value)?;
-        Ok(u64::from_ne_bytes(value))
+    pub fn read_ns(&mut self) -> io::Result<u64> {
+        self.counter.read()
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn attr_is_the_kernels_first_version() {
-        assert_eq!(std::mem::size_of::<PerfEventAttrVer0>(), 64);
-    }
 
     /// A child that burns CPU and forks: the clock follows it while it
     /// runs, between the scheduler's ticks, and takes in what its exited
@@ -112,7 +58,8 @@ mod tests {
             ])
             .spawn()
             .unwrap();
-        let clock = CommandClock::open(child.id() as i32).expect("perf_event_open on our child");
+        let mut clock =
+            CommandClock::open(child.id() as i32).expect("perf_event_open on our child");
         let first = clock.read_ns().unwrap();
         let mut later = first;
         for _ in 0..1000 {

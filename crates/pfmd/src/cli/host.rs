@@ -78,9 +78,12 @@ pub fn online_cpus() -> Result<Vec<u32>, StartError> {
 }
 
 pub fn configured_cpus() -> usize {
-    // SAFETY: sysconf has no memory-safety preconditions.
-    let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_CONF) };
-    usize::try_from(n).unwrap_or(1).max(1)
+    nix::unistd::sysconf(nix::unistd::SysconfVar::_NPROCESSORS_CONF)
+        .ok()
+        .flatten()
+        .and_then(|n| usize::try_from(n).ok())
+        .unwrap_or(1)
+        .max(1)
 }
 
 pub fn event_map(args: &Args) -> Result<EventMap, StartError> {

@@ -363,7 +363,11 @@ impl Queue {
     fn commit_waiting(&mut self, index: usize, reply: &[u8]) {
         match self.waiting.get_mut(index).and_then(Option::take) {
             Some(_) => self.commit(index, reply),
-            None => tracing::error!(qid = self.qid, index, "an answer for an entry that waits for none"),
+            None => tracing::error!(
+                qid = self.qid,
+                index,
+                "an answer for an entry that waits for none"
+            ),
         }
     }
 
