@@ -63,6 +63,7 @@ if [ -x /work/compat32 ]; then run compat32 compat32; fi
 # its own FUSE filesystem that holds its READs) waits alone: the kernel
 # copies the array in the caller's thread. Root's GETCNTs on the same CPU
 # finish meanwhile; nobody's calls finish once its filesystem answers.
+run stall_quiet hostile_client latency /dev/pfcntr 0 2000
 mkdir -p /tmp/slow
 slowfs /tmp/slow >/tmp/slowfs.out 2>&1 &
 SF=$!
@@ -506,9 +507,17 @@ fn cuse_transport_in_a_vm() {
         "over CUSE every held call succeeds: {}",
         ctx("stall_done")
     );
+    let figures = |s: &Step| {
+        s.out
+            .lines()
+            .find(|l| l.starts_with("calls="))
+            .unwrap_or_default()
+            .to_string()
+    };
     eprintln!(
-        "cuse_vm: root's GETCNT while nobody's 6 calls wait: {}",
-        latency.out.lines().next().unwrap_or_default()
+        "cuse_vm: root's GETCNT quiet: {}; while nobody's 6 calls wait: {}",
+        figures(&step("stall_quiet")),
+        figures(&latency)
     );
     // A caller SIGKILLed amid its ioctls (137: it was still running) leaves
     // the device free.

@@ -1,20 +1,18 @@
 //! pfmd: the OSF/1 / Tru64 `pfm` performance-counter pseudo-device,
-//! `/dev/pfcntr`, on Linux.
+//! `/dev/pfcntr`, on Linux. This crate wires the others into the daemon:
 //!
-//! - [`transport`]: CUSE (a real character device) or FUSE (a one-file
-//!   filesystem); they turn kernel requests into calls on the device and
-//!   store pointer arguments into the caller's memory.
-//! - [`device`]: open files, their settings and counts; decodes ioctls with
-//!   the `pfm-abi` crate and selections with the `pfm-model` crate.
-//! - [`policy`]: who is calling and what the host's perf rules let them do.
-//! - [`backend`]: Linux `perf_event_open` counting and sampling.
-//! - [`cli`]: the `pfmd` command line.
+//! - `pfmd-device`: open files, counts, callers and policy, and the
+//!   host-counting trait;
+//! - [`backend::perf`]: that trait on Linux `perf_event_open`;
+//! - `pfmd-transport`: the FUSE/CUSE stack that carries kernel requests to
+//!   the device;
+//! - [`cli`]: the `pfmd` command line and the daemon's life.
 //!
 //! `docs/architecture.md` is the map of the workspace.
 
 pub mod backend;
 pub mod cli;
-pub mod device;
-mod logging;
-pub mod policy;
-pub mod transport;
+
+// The other crates' modules under the names this crate's paths use.
+use pfmd_device::{device, logging, policy};
+use pfmd_transport as transport;

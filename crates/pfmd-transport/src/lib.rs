@@ -16,3 +16,8 @@ pub mod ioctl;
 pub mod open_waiter;
 pub mod store;
 pub mod wire;
+
+// The device crate's modules under the names this crate's paths use.
+#[cfg(test)]
+use pfmd_device::backend;
+use pfmd_device::{device, policy};

@@ -4,7 +4,7 @@
 
 mod credentials;
 
-pub use credentials::{Caller, Credentials, parse_cpu_list, same_process};
+pub use credentials::{Caller, CallerError, Credentials, parse_cpu_list, same_process};
 
 /// What callers may count, after the host's `perf_event_paranoid` (docs/device.md §8).
 #[derive(Debug, Clone, Default)]

@@ -25,8 +25,8 @@ mod session;
 mod store;
 mod tally;
 
-#[cfg(test)]
-pub(crate) mod test_fixtures;
+#[cfg(any(test, feature = "test-fixtures"))]
+pub mod test_fixtures;
 #[cfg(test)]
 mod tests;
 
@@ -93,7 +93,7 @@ impl IoctlReply {
             store: None,
         }
     }
-    pub(crate) fn store(addr: u64, bytes: Vec<u8>) -> Self {
+    pub fn store(addr: u64, bytes: Vec<u8>) -> Self {
         IoctlReply {
             out: Vec::new(),
             store: Some(CallerStore { addr, bytes }),

@@ -3,9 +3,9 @@
 
 use super::CuseError;
 use super::channel::{Channel, Received};
-use crate::transport::abi::*;
-use crate::transport::handler::{Answer, Handler};
-use crate::transport::wire::{self, Op};
+use crate::abi::*;
+use crate::handler::{Answer, Handler};
+use crate::wire::{self, Op};
 use nix::errno::Errno;
 use std::sync::atomic::{AtomicBool, Ordering};
 

@@ -16,12 +16,12 @@
 
 use super::FuseError;
 use super::ring;
+use crate::abi::*;
 use crate::device::{DeviceError, FileId};
-use crate::transport::abi::*;
-use crate::transport::handler::{Answer, Handler, opened_reply};
-use crate::transport::open_waiter::{OpenReply, OpenWaiter};
-use crate::transport::store::{StoreJob, StoreLink};
-use crate::transport::wire;
+use crate::handler::{Answer, Handler, opened_reply};
+use crate::open_waiter::{OpenReply, OpenWaiter};
+use crate::store::{StoreJob, StoreLink};
+use crate::wire;
 use io_uring::{IoUring, cqueue, opcode, squeue, types};
 use nix::errno::Errno;
 use nix::sys::eventfd::{EfdFlags, EventFd};

@@ -2,7 +2,6 @@
 //! says about that thread. Never taken from an ioctl argument
 //! (docs/device.md §8).
 
-use crate::device::DeviceError;
 use std::sync::OnceLock;
 
 const CAP_SYS_ADMIN: u32 = 21;
@@ -124,6 +123,16 @@ pub fn parse_cpu_list(text: &str) -> Option<Vec<u32>> {
     Some(cpus)
 }
 
+/// Why a caller's credentials could not be read (the thread is gone, or
+/// `/proc` says something we do not understand): the request is refused
+/// with `ESRCH`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{path}: {why}")]
+pub struct CallerError {
+    pub path: String,
+    pub why: String,
+}
+
 /// A request's context: the calling thread, and what the channel it came
 /// through says of itself. Credentials are read from `/proc` only when a
 /// request needs them, so the common ioctls cost no `/proc` read.
@@ -135,7 +144,7 @@ pub struct Caller {
     header_uid: Option<u32>,
     /// `PFM_INFO_*` bits the channel reports in `PCNTGETINFO`.
     channel_flags: u64,
-    credentials: OnceLock<Result<Credentials, DeviceError>>,
+    credentials: OnceLock<Result<Credentials, CallerError>>,
 }
 
 impl Caller {
@@ -185,15 +194,17 @@ impl Caller {
         self.credentials.get().and_then(|r| r.as_ref().ok())
     }
 
-    pub fn credentials(&self) -> Result<&Credentials, DeviceError> {
+    pub fn credentials(&self) -> Result<&Credentials, CallerError> {
         self.credentials
             .get_or_init(|| {
                 let path = format!("/proc/{}/status", self.tid);
-                let text = std::fs::read_to_string(&path).map_err(|e| {
-                    DeviceError::Host(format!("{path}: {e}"), nix::errno::Errno::ESRCH)
+                let text = std::fs::read_to_string(&path).map_err(|e| CallerError {
+                    path: path.clone(),
+                    why: e.to_string(),
                 })?;
-                let mut creds = Credentials::parse_status(&text).ok_or_else(|| {
-                    DeviceError::Host(format!("{path}: unreadable"), nix::errno::Errno::ESRCH)
+                let mut creds = Credentials::parse_status(&text).ok_or_else(|| CallerError {
+                    path: path.clone(),
+                    why: "unreadable".into(),
                 })?;
                 // Unknown namespaces count as foreign: no capability is
                 // trusted that cannot be shown to be the host's.

@@ -1,5 +1,5 @@
 //! The io_uring framing of FUSE requests and replies, translated to and from
-//! the classic framing that [`crate::transport::wire`] parses and
+//! the classic framing that [`crate::wire`] parses and
 //! encodes, so one codec serves both channels.
 //!
 //! A ring entry is two buffers. On fetch the kernel writes `fuse_in_header`
@@ -10,7 +10,7 @@
 //! `fuse_out_header` to `in_out`, every output argument to the payload, and
 //! their size to `payload_sz`.
 
-use crate::transport::abi::*;
+use crate::abi::*;
 use io_uring::{opcode, squeue, types};
 use std::os::fd::RawFd;
 use zerocopy::{FromBytes, IntoBytes};
@@ -144,7 +144,7 @@ fn sqe_from_bytes(bytes: [u8; 128]) -> squeue::Entry128 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::transport::wire::{self, Op};
+    use crate::wire::{self, Op};
 
     fn entry(opcode: u32, op_in: &[u8], payload: &[u8]) -> (FuseUringReqHeader, Vec<u8>) {
         let mut header = FuseUringReqHeader::default();

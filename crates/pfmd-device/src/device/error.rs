@@ -32,6 +32,12 @@ pub enum DeviceError {
     Host(String, Errno),
 }
 
+impl From<crate::policy::CallerError> for DeviceError {
+    fn from(e: crate::policy::CallerError) -> Self {
+        DeviceError::Host(e.to_string(), Errno::ESRCH)
+    }
+}
+
 impl DeviceError {
     pub fn errno(&self) -> Errno {
         match self {

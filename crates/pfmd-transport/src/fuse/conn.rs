@@ -6,12 +6,12 @@
 //! written by the thread that has them when they are ready.
 
 use super::FuseError;
+use crate::abi::*;
 use crate::device::{DeviceError, FileId};
-use crate::transport::abi::*;
-use crate::transport::handler::{Answer, Handler, opened_reply};
-use crate::transport::open_waiter::{OpenReply, OpenWaiter};
-use crate::transport::store::{StoreJob, StoreLink};
-use crate::transport::wire;
+use crate::handler::{Answer, Handler, opened_reply};
+use crate::open_waiter::{OpenReply, OpenWaiter};
+use crate::store::{StoreJob, StoreLink};
+use crate::wire;
 use nix::mount::{MsFlags, mount};
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Write};
