@@ -156,35 +156,19 @@ fn programs() -> Result<&'static [PathBuf], &'static str> {
                     Err(e) => return Err(format!("cannot run gcc: {e}")),
                 }
             }
-            // Checks of our own, embedded below.
-            for (name, text) in [("iowr_check", IOWR_CHECK_C), ("read_check", READ_CHECK_C)] {
-                let source = dir.join(format!("{name}.c"));
-                std::fs::write(&source, text).unwrap();
-                let exe = dir.join(name);
-                let out = Command::new("gcc")
-                    .args(["-static", "-std=c99", "-O2", "-Wall", "-Wextra", "-Werror"])
-                    .arg("-I")
-                    .arg(Path::new(CRATE).join("include"))
-                    .arg("-o")
-                    .arg(&exe)
-                    .arg(&source)
-                    .output()
-                    .expect("gcc");
-                assert!(
-                    out.status.success(),
-                    "{name}.c: {}",
-                    String::from_utf8_lossy(&out.stderr)
-                );
-                built.push(exe);
-            }
-            // The attacker's filesystem and client of tests/hostile.rs.
+            // Checks of our own, embedded below, and the attacker's
+            // filesystem and client of tests/hostile.rs.
             let include = Path::new(CRATE).join("include");
+            let include = include.to_str().unwrap();
+            let strict = ["-std=c99", "-Werror", "-I", include];
             for (name, text, flags) in [
+                ("iowr_check", IOWR_CHECK_C.to_string(), &strict[..]),
+                ("read_check", READ_CHECK_C.to_string(), &strict[..]),
                 ("slowfs", include_str!("hostile/slowfs.c").to_string(), &[][..]),
                 (
                     "hostile_client",
                     common::with_task_clock(include_str!("hostile/client.c")),
-                    &["-pthread", "-I", include.to_str().unwrap()][..],
+                    &["-pthread", "-I", include][..],
                 ),
             ] {
                 let source = dir.join(format!("{name}.c"));
@@ -205,32 +189,9 @@ fn programs() -> Result<&'static [PathBuf], &'static str> {
                 );
                 built.push(exe);
             }
-            // A 32-bit caller, without libc (no multilib needed): open the
-            // device, one PCNTRENABLE, exit with the errno it got.
-            let source = dir.join("compat32.c");
-            std::fs::write(&source, common::COMPAT32_C).unwrap();
-            let exe = dir.join("compat32");
-            let out = Command::new("gcc")
-                .args([
-                    "-m32",
-                    "-static",
-                    "-nostdlib",
-                    "-ffreestanding",
-                    "-fno-pic",
-                    "-fno-stack-protector",
-                    "-O1",
-                    "-o",
-                ])
-                .arg(&exe)
-                .arg(&source)
-                .output();
-            if out.is_ok_and(|o| o.status.success()) {
+            // A 32-bit caller (tests/common), for the guest's /dev/pfcntr.
+            if let Some(exe) = common::compat32_program(Path::new("/dev/pfcntr")) {
                 built.push(exe);
-            } else {
-                skip_or_fail(
-                    "cuse_transport_in_a_vm (its 32-bit caller check)",
-                    "gcc -m32 -nostdlib cannot build the 32-bit caller",
-                );
             }
             Ok(built)
         })

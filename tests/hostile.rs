@@ -992,7 +992,6 @@ struct SlowFs {
 
 impl SlowFs {
     fn mount() -> SlowFs {
-        use std::io::BufRead;
         use std::os::unix::fs::PermissionsExt;
         let program = common::c_source("slowfs", include_str!("hostile/slowfs.c"), &["-Wextra"]);
         let dir = tempfile::Builder::new().prefix("slowfs").tempdir().unwrap();
@@ -1004,18 +1003,7 @@ impl SlowFs {
             .stdout(Stdio::piped())
             .spawn()
             .expect("start slowfs");
-        let stdout = child.stdout.take().unwrap();
-        let (tx, lines) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in std::io::BufReader::new(stdout)
-                .lines()
-                .map_while(Result::ok)
-            {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
+        let lines = line_reader(&mut child);
         let fs = SlowFs { child, dir, lines };
         fs.wait_for("ready", Duration::from_secs(20));
         fs

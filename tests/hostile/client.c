@@ -1079,6 +1079,26 @@ cmd_reads(unsigned long bytes, int rounds, int threads)
 	return 0;
 }
 
+/* A ONE open of `cpu` counting cycles on counter 0, for stall and latency;
+ * -1 (after its "row open") if the open failed. */
+static int
+open_counting_one(int cpu)
+{
+	int fd;
+
+	if (bind_cpu(cpu))
+		die("sched_setaffinity");
+	fd = open_dev(PCNTOPENONE);
+	if (fd < 0) {
+		row("open", -fd);
+		return -1;
+	}
+	get_info(fd);
+	row("setitems", io_long(fd, PCNTSETITEMS, PFM_COUNTERS));
+	row("select", select_cycles(fd));
+	return fd;
+}
+
 /* stall: the attack on the daemon's stores.  A ONE open of OPENCPU, then,
  * from threads on RUNCPU, PCNTGETCNT whose pointer is an untouched page of
  * FILE mapped MAP_PRIVATE: the store faults that page in, which waits for
@@ -1108,16 +1128,9 @@ cmd_stall(char **argv)
 
 	if (n < 1 || n > 64)
 		die("stall: 1 to 64 threads");
-	if (bind_cpu(atoi(argv[0])))
-		die("sched_setaffinity");
-	stall_fd = open_dev(PCNTOPENONE);
-	if (stall_fd < 0) {
-		row("open", -stall_fd);
+	stall_fd = open_counting_one(atoi(argv[0]));
+	if (stall_fd < 0)
 		return 0;
-	}
-	get_info(stall_fd);
-	row("setitems", io_long(stall_fd, PCNTSETITEMS, PFM_COUNTERS));
-	row("select", select_cycles(stall_fd));
 	file = open(argv[2], O_RDONLY);
 	if (file < 0)
 		die(argv[2]);
@@ -1157,16 +1170,9 @@ cmd_latency(char **argv)
 
 	if (n < 1)
 		die("latency: N");
-	if (bind_cpu(atoi(argv[0])))
-		die("sched_setaffinity");
-	fd = open_dev(PCNTOPENONE);
-	if (fd < 0) {
-		row("open", -fd);
+	fd = open_counting_one(atoi(argv[0]));
+	if (fd < 0)
 		return 0;
-	}
-	get_info(fd);
-	row("setitems", io_long(fd, PCNTSETITEMS, PFM_COUNTERS));
-	row("select", select_cycles(fd));
 	row("enable", io(fd, PCNTRENABLE, 0));
 	ns = calloc(n, sizeof *ns);
 	if (!ns)

@@ -26,8 +26,9 @@
 use super::abi::*;
 use super::ioctl::{self, IoctlAnswer};
 use super::open_waiter::{Opened, PendingOpen, try_open};
-use super::wire::{self, Op, Request};
-use crate::device::{CallerStore, Device, FileId};
+use super::store::StoreJob;
+use super::wire::{self, FsOp, Op, Request};
+use crate::device::{Device, FileId};
 use crate::policy::Caller;
 use nix::errno::Errno;
 use std::sync::Arc;
@@ -88,15 +89,11 @@ pub enum Answer {
         uid: u32,
         open: PendingOpen,
     },
-    /// `reply` once `store` is in the memory of thread `tid` (a pointer
-    /// ioctl on a FUSE file); on a failed store, the errno with `unique`.
-    AfterStore {
-        unique: u64,
-        uid: u32,
-        tid: i32,
-        store: CallerStore,
-        reply: Vec<u8>,
-    },
+    /// The job's reply once its store is in the caller's memory (a pointer
+    /// ioctl on a FUSE file); on a failed store, the errno with its
+    /// `unique`. The channel sets the job's `tag` to find the request
+    /// again.
+    AfterStore(StoreJob),
 }
 
 /// The OPEN reply for a new open file.
@@ -141,14 +138,12 @@ impl Handler {
             "request"
         );
         let error = |errno| Answer::Reply(wire::reply_error(unique, errno));
-        if request.op.is_filesystem() {
-            return match self.kind {
-                ChannelKind::Fuse(facts) => Answer::Reply(filesystem(&facts, request)),
-                // A character device has no filesystem around it.
-                ChannelKind::Cuse => error(Errno::ENOSYS),
-            };
-        }
         let reply = match &request.op {
+            Op::Fs(op) => match self.kind {
+                ChannelKind::Fuse(facts) => filesystem(&facts, h, op),
+                // A character device has no filesystem around it.
+                ChannelKind::Cuse => return error(Errno::ENOSYS),
+            },
             Op::Open(_) if matches!(self.kind, ChannelKind::Fuse(_)) && h.nodeid != DEVICE_INO => {
                 return error(Errno::EISDIR);
             }
@@ -212,17 +207,6 @@ impl Handler {
                 tracing::warn!("INIT after the handshake");
                 return error(Errno::EPROTO);
             }
-            // Routed to `filesystem` above.
-            Op::Lookup(_)
-            | Op::Getattr
-            | Op::Setattr(_)
-            | Op::Opendir
-            | Op::Readdir(_)
-            | Op::Releasedir
-            | Op::Statfs
-            | Op::Fsync
-            | Op::Create
-            | Op::Unlink => return error(Errno::ENOSYS),
             Op::Other(opcode) => {
                 tracing::debug!(opcode, "unsupported request");
                 return error(Errno::ENOSYS);
@@ -243,13 +227,15 @@ impl Handler {
                 Answer::Reply(wire::ioctl_retry_reply(unique, &in_iovs, &out_iovs))
             }
             Ok(IoctlAnswer::Data(bytes)) => Answer::Reply(wire::ioctl_data_reply(unique, &bytes)),
-            Ok(IoctlAnswer::Store { store, data }) => Answer::AfterStore {
+            Ok(IoctlAnswer::Store { store, data }) => Answer::AfterStore(StoreJob {
+                tag: 0,
                 unique,
                 uid: request.header.uid,
                 tid: caller.tid(),
-                store,
+                addr: store.addr,
+                bytes: store.bytes,
                 reply: wire::ioctl_data_reply(unique, &data),
-            },
+            }),
             Err(e) => {
                 // The device logs its own refusals; these are ours.
                 if arg.flags & (FUSE_IOCTL_COMPAT | FUSE_IOCTL_32BIT | FUSE_IOCTL_COMPAT_X32) != 0 {
@@ -262,12 +248,11 @@ impl Handler {
 }
 
 /// The one-file filesystem's answers (FUSE channels only).
-fn filesystem(facts: &FileFacts, request: &Request<'_>) -> Vec<u8> {
-    let h = &request.header;
+fn filesystem(facts: &FileFacts, h: &FuseInHeader, op: &FsOp<'_>) -> Vec<u8> {
     let unique = h.unique;
     let error = |errno| wire::reply_error(unique, errno);
-    match &request.op {
-        Op::Lookup(name) if h.nodeid == ROOT_INO && *name == FILE_NAME.as_bytes() => {
+    match op {
+        FsOp::Lookup(name) if h.nodeid == ROOT_INO && *name == FILE_NAME.as_bytes() => {
             wire::reply_struct(
                 unique,
                 &FuseEntryOut {
@@ -279,25 +264,27 @@ fn filesystem(facts: &FileFacts, request: &Request<'_>) -> Vec<u8> {
                 },
             )
         }
-        Op::Lookup(_) => error(Errno::ENOENT),
-        Op::Getattr if h.nodeid == ROOT_INO || h.nodeid == DEVICE_INO => {
+        FsOp::Lookup(_) => error(Errno::ENOENT),
+        FsOp::Getattr if h.nodeid == ROOT_INO || h.nodeid == DEVICE_INO => {
             attr_reply(unique, facts, h.nodeid)
         }
-        Op::Getattr => error(Errno::ENOENT),
-        Op::Setattr(set)
+        FsOp::Getattr => error(Errno::ENOENT),
+        FsOp::Setattr(set)
             if h.nodeid != DEVICE_INO || set.valid & (FATTR_MODE | FATTR_UID | FATTR_GID) != 0 =>
         {
             error(Errno::EPERM)
         }
-        Op::Setattr(set) if set.valid & FATTR_SIZE != 0 && set.size != 0 => error(Errno::EINVAL),
-        Op::Setattr(_) => attr_reply(unique, facts, h.nodeid),
-        Op::Opendir if h.nodeid == ROOT_INO => wire::reply_struct(unique, &FuseOpenOut::default()),
-        Op::Readdir(read) if h.nodeid == ROOT_INO => {
+        FsOp::Setattr(set) if set.valid & FATTR_SIZE != 0 && set.size != 0 => error(Errno::EINVAL),
+        FsOp::Setattr(_) => attr_reply(unique, facts, h.nodeid),
+        FsOp::Opendir if h.nodeid == ROOT_INO => {
+            wire::reply_struct(unique, &FuseOpenOut::default())
+        }
+        FsOp::Readdir(read) if h.nodeid == ROOT_INO => {
             wire::reply(unique, &[&directory(read.offset, read.size as usize)])
         }
-        Op::Opendir | Op::Readdir(_) => error(Errno::ENOTDIR),
-        Op::Releasedir => wire::reply(unique, &[]),
-        Op::Statfs => wire::reply_struct(
+        FsOp::Opendir | FsOp::Readdir(_) => error(Errno::ENOTDIR),
+        FsOp::Releasedir => wire::reply(unique, &[]),
+        FsOp::Statfs => wire::reply_struct(
             unique,
             &FuseStatfsOut {
                 bsize: 512,
@@ -306,10 +293,9 @@ fn filesystem(facts: &FileFacts, request: &Request<'_>) -> Vec<u8> {
             },
         ),
         // A character device has no fsync method.
-        Op::Fsync => error(Errno::EINVAL),
+        FsOp::Fsync => error(Errno::EINVAL),
         // The one file is all there is.
-        Op::Create | Op::Unlink => error(Errno::EPERM),
-        _ => error(Errno::ENOSYS),
+        FsOp::Create | FsOp::Unlink => error(Errno::EPERM),
     }
 }
 
@@ -391,7 +377,7 @@ mod tests {
                 Answer::Reply(reply) | Answer::Last(reply) => Some(reply),
                 Answer::Nothing => None,
                 Answer::WaitForRelease { .. } => panic!("an open that waits"),
-                Answer::AfterStore { .. } => panic!("a store"),
+                Answer::AfterStore(_) => panic!("a store"),
             }
         }
     }

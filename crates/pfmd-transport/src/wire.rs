@@ -46,17 +46,8 @@ pub enum Op<'a> {
     CuseInit(CuseInitIn),
     /// FUSE INIT: answered by the channel's handshake, never after it.
     Init(FuseInitIn),
-    /// A name in the root directory (NUL excluded).
-    Lookup(&'a [u8]),
-    Getattr,
-    Setattr(FuseSetattrIn),
-    Opendir,
-    Readdir(FuseReadIn),
-    Releasedir,
-    Statfs,
-    Fsync,
-    Create,
-    Unlink,
+    /// About the filesystem around the device file (FUSE only).
+    Fs(FsOp<'a>),
     Open(FuseOpenIn),
     Read(FuseReadIn),
     /// The written bytes are not kept: the device has no write method.
@@ -77,23 +68,20 @@ pub enum Op<'a> {
     Other(u32),
 }
 
-impl Op<'_> {
-    /// A request about the filesystem around the device file (FUSE only).
-    pub fn is_filesystem(&self) -> bool {
-        matches!(
-            self,
-            Op::Lookup(_)
-                | Op::Getattr
-                | Op::Setattr(_)
-                | Op::Opendir
-                | Op::Readdir(_)
-                | Op::Releasedir
-                | Op::Statfs
-                | Op::Fsync
-                | Op::Create
-                | Op::Unlink
-        )
-    }
+/// A request about the filesystem around the device file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FsOp<'a> {
+    /// A name in the root directory (NUL excluded).
+    Lookup(&'a [u8]),
+    Getattr,
+    Setattr(FuseSetattrIn),
+    Opendir,
+    Readdir(FuseReadIn),
+    Releasedir,
+    Statfs,
+    Fsync,
+    Create,
+    Unlink,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -130,16 +118,18 @@ pub fn parse(buf: &[u8]) -> Result<Request<'_>, WireError> {
     let op = match header.opcode {
         CUSE_INIT => Op::CuseInit(body(h, rest)?),
         FUSE_INIT => Op::Init(body(h, rest)?),
-        FUSE_LOOKUP => Op::Lookup(rest.split(|&b| b == 0).next().unwrap_or_default()),
-        FUSE_GETATTR => Op::Getattr,
-        FUSE_SETATTR => Op::Setattr(body(h, rest)?),
-        FUSE_OPENDIR => Op::Opendir,
-        FUSE_READDIR => Op::Readdir(body(h, rest)?),
-        FUSE_RELEASEDIR => Op::Releasedir,
-        FUSE_STATFS => Op::Statfs,
-        FUSE_FSYNC => Op::Fsync,
-        FUSE_CREATE => Op::Create,
-        FUSE_UNLINK => Op::Unlink,
+        FUSE_LOOKUP => Op::Fs(FsOp::Lookup(
+            rest.split(|&b| b == 0).next().unwrap_or_default(),
+        )),
+        FUSE_GETATTR => Op::Fs(FsOp::Getattr),
+        FUSE_SETATTR => Op::Fs(FsOp::Setattr(body(h, rest)?)),
+        FUSE_OPENDIR => Op::Fs(FsOp::Opendir),
+        FUSE_READDIR => Op::Fs(FsOp::Readdir(body(h, rest)?)),
+        FUSE_RELEASEDIR => Op::Fs(FsOp::Releasedir),
+        FUSE_STATFS => Op::Fs(FsOp::Statfs),
+        FUSE_FSYNC => Op::Fs(FsOp::Fsync),
+        FUSE_CREATE => Op::Fs(FsOp::Create),
+        FUSE_UNLINK => Op::Fs(FsOp::Unlink),
         FUSE_OPEN => Op::Open(body(h, rest)?),
         FUSE_READ => Op::Read(body(h, rest)?),
         FUSE_WRITE => Op::Write(body(h, rest)?),
@@ -425,20 +415,20 @@ mod tests {
     fn parses_filesystem_requests() {
         let mut b = header(47, FUSE_LOOKUP, 23, 9);
         b.extend_from_slice(b"pfcntr\0");
-        assert_eq!(parse(&b).unwrap().op, Op::Lookup(b"pfcntr"));
+        assert_eq!(parse(&b).unwrap().op, Op::Fs(FsOp::Lookup(b"pfcntr")));
         let mut b = header(128, FUSE_SETATTR, 24, 9);
         let mut set = [0u8; 88];
         set[0..4].copy_from_slice(&FATTR_SIZE.to_le_bytes());
         set[16..24].copy_from_slice(&5u64.to_le_bytes());
         b.extend_from_slice(&set);
-        let Op::Setattr(set) = parse(&b).unwrap().op else {
+        let Op::Fs(FsOp::Setattr(set)) = parse(&b).unwrap().op else {
             panic!()
         };
         assert_eq!((set.valid, set.size), (FATTR_SIZE, 5));
         let b = header(40, FUSE_GETATTR, 25, 9);
-        assert_eq!(parse(&b).unwrap().op, Op::Getattr);
+        assert_eq!(parse(&b).unwrap().op, Op::Fs(FsOp::Getattr));
         let b = header(40, FUSE_STATFS, 26, 9);
-        assert_eq!(parse(&b).unwrap().op, Op::Statfs);
+        assert_eq!(parse(&b).unwrap().op, Op::Fs(FsOp::Statfs));
         let mut b = header(104, FUSE_INIT, 27, 0);
         let mut init = [0u8; 64];
         init[0..4].copy_from_slice(&7u32.to_le_bytes());

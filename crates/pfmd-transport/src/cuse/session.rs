@@ -101,11 +101,11 @@ impl Session {
                         // Unrestricted ioctls never store from here; a
                         // kernel that sent a restricted one anyway is
                         // answered EIO rather than written from this thread.
-                        Answer::AfterStore { unique, .. } => {
+                        Answer::AfterStore(job) => {
                             tracing::error!(
                                 "a restricted ioctl over CUSE: not storing from a reader"
                             );
-                            (Some(wire::reply_error(unique, Errno::EIO)), false)
+                            (Some(wire::reply_error(job.unique, Errno::EIO)), false)
                         }
                     };
                     if let Some(reply) = reply

@@ -213,26 +213,15 @@ pub fn classic_loop(
                 waiter.wait(open, ClassicReply { dev, unique });
                 continue;
             }
-            Answer::AfterStore {
-                unique,
-                uid,
-                tid,
-                store,
-                reply,
-            } => {
+            Answer::AfterStore(job) => {
                 let job = StoreJob {
                     tag: index as u64,
-                    unique,
-                    uid,
-                    tid,
-                    addr: store.addr,
-                    bytes: store.bytes,
-                    reply,
+                    ..job
                 };
                 // The results thread writes the reply once it is stored.
                 match stores.submit(&job) {
                     Ok(()) => continue,
-                    Err(errno) => wire::reply_error(unique, errno),
+                    Err(errno) => wire::reply_error(job.unique, errno),
                 }
             }
         };

@@ -386,33 +386,22 @@ impl Queue {
                 // keeps them on the classic channel); the entry must
                 // return anyway.
                 Answer::Nothing => wire::reply_error(commit_id, Errno::ENOSYS),
-                Answer::AfterStore {
-                    unique,
-                    uid,
-                    tid,
-                    store,
-                    reply,
-                } if self.may_wait(uid) => {
+                Answer::AfterStore(job) if self.may_wait(job.uid) => {
                     let job = StoreJob {
                         tag: index as u64,
-                        unique,
-                        uid,
-                        tid,
-                        addr: store.addr,
-                        bytes: store.bytes,
-                        reply,
+                        ..job
                     };
                     match shared.stores.submit(&job) {
                         Ok(()) => {
-                            self.waiting[index] = Some(uid);
+                            self.waiting[index] = Some(job.uid);
                             return;
                         }
-                        Err(errno) => wire::reply_error(unique, errno),
+                        Err(errno) => wire::reply_error(job.unique, errno),
                     }
                 }
                 // This user's waiting requests hold all it may have, or
                 // every entry but this one waits: no store may hold it.
-                Answer::AfterStore { unique, .. } => wire::reply_error(unique, Errno::EAGAIN),
+                Answer::AfterStore(job) => wire::reply_error(job.unique, Errno::EAGAIN),
                 Answer::WaitForRelease { unique, uid, open } if self.may_wait(uid) => {
                     self.waiting[index] = Some(uid);
                     let mailbox = Arc::clone(mailbox);
