@@ -217,11 +217,6 @@ impl StoreHelper {
         .map_err(|e| io::Error::new(io::ErrorKind::BrokenPipe, format!("store helper: {e}")))?;
         Ok(StoreLink { sock: ours })
     }
-
-    /// Whether the helper is still running.
-    pub fn is_alive(&mut self) -> bool {
-        matches!(self.child.try_wait(), Ok(None))
-    }
 }
 
 impl Drop for StoreHelper {
