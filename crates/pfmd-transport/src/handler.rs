@@ -218,7 +218,8 @@ impl Handler {
     fn ioctl(&self, request: &Request<'_>, arg: &FuseIoctlIn, data: &[u8]) -> Answer {
         let unique = request.header.unique;
         let caller = self.caller(request);
-        let max_store = self.device.max_store_len().min(CUSE_MAX_TRANSFER);
+        // Only CUSE's pointer retry needs it: not worked out per ioctl.
+        let max_store = || self.device.max_store_len().min(CUSE_MAX_TRANSFER);
         let answer = ioctl::step(arg, data, max_store, |bytes| {
             self.device.ioctl(arg.fh as FileId, &caller, arg.cmd, bytes)
         });

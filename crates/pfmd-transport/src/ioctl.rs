@@ -86,7 +86,7 @@ pub fn check_store(cmd: u32, arg: &[u8], store: &CallerStore) -> Result<(), Devi
 pub fn step(
     req: &FuseIoctlIn,
     data: &[u8],
-    max_store: usize,
+    max_store: impl FnOnce() -> usize,
     device: impl FnOnce(&[u8]) -> Result<IoctlReply, DeviceError>,
 ) -> Result<IoctlAnswer, DeviceError> {
     if req.flags & (FUSE_IOCTL_COMPAT | FUSE_IOCTL_32BIT | FUSE_IOCTL_COMPAT_X32) != 0 {
@@ -152,7 +152,7 @@ pub fn step(
         // there, in the caller's thread.
         return Ok(IoctlAnswer::Retry {
             in_iovs: vec![iovec(req.arg, want_in)],
-            out_iovs: vec![iovec(addr, max_store)],
+            out_iovs: vec![iovec(addr, max_store())],
         });
     }
     let reply = device(arg)?;
@@ -229,11 +229,16 @@ mod tests {
             restricted(n::PCNTRENABLE),
         ] {
             let ran = Cell::new(false);
-            let answer = step(&req, &[], MAX, |data| {
-                assert!(data.is_empty());
-                ran.set(true);
-                Ok(IoctlReply::default())
-            })
+            let answer = step(
+                &req,
+                &[],
+                || MAX,
+                |data| {
+                    assert!(data.is_empty());
+                    ran.set(true);
+                    Ok(IoctlReply::default())
+                },
+            )
             .unwrap();
             assert!(ran.get());
             assert_eq!(answer, IoctlAnswer::Data(vec![]));
@@ -245,7 +250,7 @@ mod tests {
         let answer = step(
             &restricted(n::PCNTSETITEMS),
             &1u64.to_le_bytes(),
-            MAX,
+            || MAX,
             |data| {
                 assert_eq!(data, 1u64.to_le_bytes());
                 Ok(IoctlReply::default())
@@ -254,12 +259,17 @@ mod tests {
         .unwrap();
         assert_eq!(answer, IoctlAnswer::Data(vec![]));
         // _IOR long: the reply is padded to _IOC_SIZE.
-        let answer = step(&restricted(n::PCNTGETRSIZE), &[], MAX, |_| {
-            Ok(IoctlReply {
-                out: vec![4, 0],
-                store: None,
-            })
-        })
+        let answer = step(
+            &restricted(n::PCNTGETRSIZE),
+            &[],
+            || MAX,
+            |_| {
+                Ok(IoctlReply {
+                    out: vec![4, 0],
+                    store: None,
+                })
+            },
+        )
         .unwrap();
         assert_eq!(answer, IoctlAnswer::Data(vec![4, 0, 0, 0, 0, 0, 0, 0]));
     }
@@ -273,7 +283,7 @@ mod tests {
         let answer = step(
             &restricted(n::PCNTGETCNT),
             &PTR.to_ne_bytes(),
-            MAX,
+            || MAX,
             |data| {
                 assert_eq!(data, PTR.to_ne_bytes());
                 runs.set(runs.get() + 1);
@@ -299,7 +309,7 @@ mod tests {
     /// (the kernel copies them in the caller's thread).
     #[test]
     fn unrestricted_pointer_ioctls_let_the_kernel_copy() {
-        let first = step(&unrestricted(n::PCNTGETCNT, 0, 0), &[], MAX, never).unwrap();
+        let first = step(&unrestricted(n::PCNTGETCNT, 0, 0), &[], || MAX, never).unwrap();
         assert_eq!(
             first,
             IoctlAnswer::Retry {
@@ -310,7 +320,7 @@ mod tests {
         let second = step(
             &unrestricted(n::PCNTGETCNT, 8, 0),
             &PTR.to_ne_bytes(),
-            MAX,
+            || MAX,
             never,
         )
         .unwrap();
@@ -325,7 +335,7 @@ mod tests {
         let third = step(
             &unrestricted(n::PCNTGETCNT, 8, MAX),
             &PTR.to_ne_bytes(),
-            MAX,
+            || MAX,
             |_| {
                 runs.set(runs.get() + 1);
                 Ok(IoctlReply::store(PTR, vec![7; 24]))
@@ -338,21 +348,21 @@ mod tests {
         let err = step(
             &unrestricted(n::PCNTGETCNT, 8, 16),
             &PTR.to_ne_bytes(),
-            MAX,
+            || MAX,
             |_| Ok(IoctlReply::store(PTR, vec![7; 24])),
         )
         .unwrap_err();
         assert_eq!(err.errno(), Errno::EIO);
         // _IOR and _IOWR arguments are asked for both ways they go.
         assert_eq!(
-            step(&unrestricted(n::PCNTGETRSIZE, 0, 0), &[], MAX, never).unwrap(),
+            step(&unrestricted(n::PCNTGETRSIZE, 0, 0), &[], || MAX, never).unwrap(),
             IoctlAnswer::Retry {
                 in_iovs: vec![],
                 out_iovs: vec![iovec(ARG, 8)]
             }
         );
         assert_eq!(
-            step(&unrestricted(n::PCNT5GETCNTRS, 0, 0), &[], MAX, never).unwrap(),
+            step(&unrestricted(n::PCNT5GETCNTRS, 0, 0), &[], || MAX, never).unwrap(),
             IoctlAnswer::Retry {
                 in_iovs: vec![iovec(ARG, 8)],
                 out_iovs: vec![iovec(ARG, 8)]
@@ -368,9 +378,12 @@ mod tests {
             (n::PCNTSETITEMS, PTR.to_ne_bytes(), PTR),
             (n::PCNTGETCNT, PTR.to_ne_bytes(), PTR + 8),
         ] {
-            let err = step(&restricted(cmd), &arg, MAX, |_| {
-                Ok(IoctlReply::store(addr, vec![1; 8]))
-            })
+            let err = step(
+                &restricted(cmd),
+                &arg,
+                || MAX,
+                |_| Ok(IoctlReply::store(addr, vec![1; 8])),
+            )
             .unwrap_err();
             assert_eq!(err.errno(), Errno::EIO, "{cmd:#x}");
         }
@@ -378,9 +391,12 @@ mod tests {
 
     #[test]
     fn device_errors_pass_through() {
-        let err = step(&restricted(n::PCNTGETCNT), &PTR.to_ne_bytes(), MAX, |_| {
-            Err(DeviceError::invalid("no PFM_COUNTERS"))
-        })
+        let err = step(
+            &restricted(n::PCNTGETCNT),
+            &PTR.to_ne_bytes(),
+            || MAX,
+            |_| Err(DeviceError::invalid("no PFM_COUNTERS")),
+        )
         .unwrap_err();
         assert_eq!(err.errno(), Errno::EINVAL);
     }
@@ -398,7 +414,7 @@ mod tests {
                 unrestricted(n::PCNTRENABLE, 0, 0),
             ] {
                 r.flags |= flags;
-                let err = step(&r, &[], MAX, never).unwrap_err();
+                let err = step(&r, &[], || MAX, never).unwrap_err();
                 assert_eq!(err.errno(), Errno::ENOTTY, "flags {flags:#x}");
             }
         }
@@ -408,6 +424,9 @@ mod tests {
     fn a_restricted_request_without_its_argument_is_eio() {
         let mut r = restricted(n::PCNTGETCNT);
         r.in_size = 0;
-        assert_eq!(step(&r, &[], MAX, never).unwrap_err().errno(), Errno::EIO);
+        assert_eq!(
+            step(&r, &[], || MAX, never).unwrap_err().errno(),
+            Errno::EIO
+        );
     }
 }
