@@ -4,7 +4,10 @@
 //! - [`ev4`], [`ev5`], [`ev6`]: each family's mux codes, periods, widths and
 //!   event tables, and the decoders of its selection ioctls' words.
 //! - [`registry`]: the models by implementation, above the families, so that
-//!   nothing below it names more than its own family.
+//!   nothing below it names more than its own family; each [`Model`] also
+//!   carries what the tools show of it (aliases, default and cycle events,
+//!   derived statistics as [`Derivation`]s, built-in costs as [`CostRow`]s),
+//!   so no tool matches on the implementation.
 //! - The vocabulary: Alpha events ([`AlphaEvent`]) with ordered host
 //!   candidates over neutral host events ([`HostEvent`]), their
 //!   [`Fidelity`], and [`resolve`], which picks the first candidate a host
@@ -16,6 +19,8 @@
 
 #![forbid(unsafe_code)]
 
+mod cost;
+mod derived;
 pub mod ev4;
 pub mod ev5;
 pub mod ev6;
@@ -24,12 +29,14 @@ mod host;
 pub mod registry;
 mod resolve;
 
+pub use cost::CostRow;
+pub use derived::{Count, Derivation};
 pub use event::{
     AlphaEvent, Candidate, Fidelity, Scale, Term, approx, evaluate, event, exact, unavailable,
 };
 pub use host::HostEvent;
 pub use pfm_abi::{Family, Implementation};
-pub use registry::{Model, catalog};
+pub use registry::{Alias, Model, Pair, catalog};
 pub use resolve::{EventMap, EventMapError, HostSupport, Resolution, ResolvedEvent, resolve};
 
 /// Counters any model has at most (EV5 has three).

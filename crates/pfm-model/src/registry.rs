@@ -1,7 +1,15 @@
 //! The models by implementation: what the daemon and the tools ask of a
-//! model without naming its family.
+//! model without naming its family. A new model in an existing family is
+//! one entry here.
 
-use crate::{AlphaEvent, Family, Implementation, MAX_COUNTERS, ev4, ev5, ev6};
+use crate::{AlphaEvent, CostRow, Derivation, Family, Implementation, MAX_COUNTERS, ev4, ev5, ev6};
+
+/// `(alias, Alpha name)`: a short name the tools accept for an event.
+pub type Alias = (&'static str, &'static str);
+
+/// A `PCNT6MUX` word that selects both counters at once (the EV67's
+/// aggregate pairs and profile-me mode).
+pub use crate::ev6::Ev67Pair as Pair;
 
 /// The fixed facts of one emulated implementation.
 #[derive(Debug)]
@@ -16,6 +24,24 @@ pub struct Model {
     /// Every event, counter by counter (EV5: each counter's base table, then
     /// its Cbox table for that implementation).
     pub events: &'static [&'static [AlphaEvent]],
+    /// The words that select events pairwise; empty where each counter
+    /// selects its own event.
+    pub pairs: &'static [Pair],
+    /// Short names for events, in segments (a family's common names, then
+    /// its Cbox table's).
+    pub aliases: &'static [&'static [Alias]],
+    /// What `pfmstat` counts without `-e`: every counter busy with what
+    /// perfex users look at first (cycles, instructions, branches).
+    pub default_events: &'static [&'static str],
+    /// The events that count cycles, in preference order; the first, on
+    /// counter 0, is the one a profile samples by default.
+    pub cycle_events: &'static [&'static str],
+    /// `pfmstat -y`'s derived statistics after the run time, in order, in
+    /// segments as `aliases`.
+    pub statistics: &'static [&'static [Derivation]],
+    /// The built-in cost of every event (a family's table may hold rows for
+    /// its other models' events too).
+    pub costs: &'static [CostRow],
 }
 
 const EV4: [u64; MAX_COUNTERS] = [65536, 4096, 0];
@@ -31,6 +57,12 @@ static MODELS: [Model; 7] = [
         widths: &ev4::WIDTHS,
         first_periods: EV4,
         events: &ev4::EVENTS,
+        pairs: &[],
+        aliases: &[ev4::tools::ALIASES],
+        default_events: ev4::tools::DEFAULT_EVENTS,
+        cycle_events: ev4::tools::CYCLE_EVENTS,
+        statistics: &[ev4::tools::STATISTICS],
+        costs: ev4::costs::COSTS,
     },
     Model {
         implementation: Implementation::Ev45,
@@ -38,6 +70,12 @@ static MODELS: [Model; 7] = [
         widths: &ev4::WIDTHS,
         first_periods: EV4,
         events: &ev4::EVENTS,
+        pairs: &[],
+        aliases: &[ev4::tools::ALIASES],
+        default_events: ev4::tools::DEFAULT_EVENTS,
+        cycle_events: ev4::tools::CYCLE_EVENTS,
+        statistics: &[ev4::tools::STATISTICS],
+        costs: ev4::costs::COSTS,
     },
     Model {
         implementation: Implementation::Ev5,
@@ -45,6 +83,17 @@ static MODELS: [Model; 7] = [
         widths: &ev5::WIDTHS,
         first_periods: ev5::DEFAULT_PERIODS,
         events: &ev5::EV5_EVENTS,
+        pairs: &[],
+        aliases: &[ev5::tools::ALIASES, ev5::tools::SCACHE_ALIASES],
+        default_events: ev5::tools::DEFAULT_EVENTS,
+        cycle_events: ev5::tools::CYCLE_EVENTS,
+        statistics: &[
+            ev5::tools::STATISTICS,
+            ev5::tools::SCACHE_STATISTICS,
+            ev5::tools::LATER_STATISTICS,
+            ev5::tools::SCACHE_MEMORY_TIME,
+        ],
+        costs: ev5::costs::COSTS,
     },
     Model {
         implementation: Implementation::Ev56,
@@ -52,6 +101,17 @@ static MODELS: [Model; 7] = [
         widths: &ev5::WIDTHS,
         first_periods: ev5::DEFAULT_PERIODS,
         events: &ev5::EV5_EVENTS,
+        pairs: &[],
+        aliases: &[ev5::tools::ALIASES, ev5::tools::SCACHE_ALIASES],
+        default_events: ev5::tools::DEFAULT_EVENTS,
+        cycle_events: ev5::tools::CYCLE_EVENTS,
+        statistics: &[
+            ev5::tools::STATISTICS,
+            ev5::tools::SCACHE_STATISTICS,
+            ev5::tools::LATER_STATISTICS,
+            ev5::tools::SCACHE_MEMORY_TIME,
+        ],
+        costs: ev5::costs::COSTS,
     },
     Model {
         implementation: Implementation::Pca56,
@@ -59,6 +119,17 @@ static MODELS: [Model; 7] = [
         widths: &ev5::WIDTHS,
         first_periods: ev5::DEFAULT_PERIODS,
         events: &ev5::PCA56_EVENTS,
+        pairs: &[],
+        aliases: &[ev5::tools::ALIASES, ev5::tools::PCA56_ALIASES],
+        default_events: ev5::tools::DEFAULT_EVENTS,
+        cycle_events: ev5::tools::CYCLE_EVENTS,
+        statistics: &[
+            ev5::tools::STATISTICS,
+            ev5::tools::PCA56_STATISTICS,
+            ev5::tools::LATER_STATISTICS,
+            ev5::tools::PCA56_MEMORY_TIME,
+        ],
+        costs: ev5::costs::COSTS,
     },
     Model {
         implementation: Implementation::Ev6,
@@ -66,6 +137,12 @@ static MODELS: [Model; 7] = [
         widths: &ev6::WIDTHS,
         first_periods: EV6,
         events: &ev6::EV6_EVENTS,
+        pairs: &[],
+        aliases: &[ev6::tools::EV6_ALIASES],
+        default_events: ev6::tools::EV6_DEFAULT_EVENTS,
+        cycle_events: ev6::tools::EV6_CYCLE_EVENTS,
+        statistics: &[ev6::tools::EV6_STATISTICS],
+        costs: ev6::costs::EV6_COSTS,
     },
     Model {
         implementation: Implementation::Ev67,
@@ -73,6 +150,12 @@ static MODELS: [Model; 7] = [
         widths: &ev6::WIDTHS,
         first_periods: EV6,
         events: &ev6::EV67_EVENTS,
+        pairs: ev6::EV67_PAIRS,
+        aliases: &[ev6::tools::EV67_ALIASES],
+        default_events: ev6::tools::EV67_DEFAULT_EVENTS,
+        cycle_events: ev6::tools::EV67_CYCLE_EVENTS,
+        statistics: &[ev6::tools::EV67_STATISTICS],
+        costs: ev6::costs::EV67_COSTS,
     },
 ];
 
@@ -90,6 +173,57 @@ impl Model {
 
     pub fn counters(&self) -> usize {
         self.widths.len()
+    }
+
+    /// Every registered model.
+    pub fn all() -> impl Iterator<Item = &'static Model> {
+        MODELS.iter()
+    }
+
+    /// Every event, in catalog order: an event's number is its index.
+    pub fn flat_events(&self) -> impl Iterator<Item = &'static AlphaEvent> + use<> {
+        self.events.iter().flat_map(|table| table.iter())
+    }
+
+    /// The event named `name` exactly.
+    pub fn event(&self, name: &str) -> Option<&'static AlphaEvent> {
+        self.flat_events().find(|e| e.name == name)
+    }
+
+    /// Every alias, in listing order.
+    pub fn aliases(&self) -> impl Iterator<Item = &'static Alias> + use<> {
+        self.aliases.iter().flat_map(|segment| segment.iter())
+    }
+
+    /// Every derived statistic, in printing order.
+    pub fn statistics(&self) -> impl Iterator<Item = &'static Derivation> + use<> {
+        self.statistics.iter().flat_map(|segment| segment.iter())
+    }
+
+    /// The event a profile samples by default: cycles on counter 0.
+    pub fn cycle_event(&self) -> &'static AlphaEvent {
+        self.event(self.cycle_events[0])
+            .expect("cycle events are events of the model (unit-tested)")
+    }
+
+    /// Per counter its shortest period (0 past the last counter): the EV4
+    /// counts interrupts, one per period, so this is its resolution.
+    pub fn shortest_periods(&self) -> [u64; MAX_COUNTERS] {
+        let mut out = [0; MAX_COUNTERS];
+        for (slot, periods) in out.iter_mut().zip(self.periods) {
+            *slot = periods.iter().copied().min().unwrap_or(0);
+        }
+        out
+    }
+
+    /// The pairs that count (profile-me mode samples instead).
+    pub fn counting_pairs(&self) -> impl Iterator<Item = &'static Pair> + use<> {
+        self.pairs.iter().filter(|p| !p.profile_me)
+    }
+
+    /// True when the model has profile-me mode.
+    pub fn has_profile_me(&self) -> bool {
+        self.pairs.iter().any(|p| p.profile_me)
     }
 }
 
@@ -120,6 +254,78 @@ mod tests {
                     model.periods[i].contains(first),
                     "{implementation} counter {i}"
                 );
+            }
+        }
+    }
+
+    /// Every name a record uses is an event of its model, and what the
+    /// tools derive from it holds: defaults fit on distinct counters, the
+    /// cycle event is on counter 0, every event has one sane cost.
+    #[test]
+    fn every_model_record_is_complete_and_consistent() {
+        for model in Model::all() {
+            let m = model.implementation;
+            let has = |name: &str| model.event(name).is_some();
+            for (alias, name) in model.aliases() {
+                assert!(has(name), "{m}: alias {alias} -> {name}");
+                assert!(
+                    !model
+                        .flat_events()
+                        .any(|e| e.name.eq_ignore_ascii_case(alias)),
+                    "{m}: alias {alias} shadows an event name"
+                );
+            }
+            assert!(!model.default_events.is_empty(), "{m}: no default events");
+            let mut counters = Vec::new();
+            for name in model.default_events {
+                let event = model
+                    .event(name)
+                    .unwrap_or_else(|| panic!("{m}: default {name}"));
+                assert!(
+                    !counters.contains(&event.counter),
+                    "{m}: defaults share a counter"
+                );
+                counters.push(event.counter);
+            }
+            assert!(!model.cycle_events.is_empty(), "{m}: no cycle event");
+            for name in model.cycle_events {
+                assert!(has(name), "{m}: cycle event {name}");
+            }
+            assert_eq!(model.cycle_event().counter, 0, "{m}: cycles on counter 0");
+            assert!(model.statistics().next().is_some(), "{m}: no statistics");
+            for statistic in model.statistics() {
+                for name in statistic.events() {
+                    assert!(has(name), "{m}: {} needs {name}", statistic.name());
+                }
+            }
+            for event in model.flat_events() {
+                let rows: Vec<_> = model
+                    .costs
+                    .iter()
+                    .filter(|r| r.event == event.name)
+                    .collect();
+                let [row] = rows[..] else {
+                    panic!("{m}: {} has {} cost rows", event.name, rows.len())
+                };
+                assert!(
+                    row.min <= row.typical && row.typical <= row.max,
+                    "{}",
+                    row.event
+                );
+                assert!(!row.source.is_empty(), "{}", row.event);
+            }
+            for pair in model.pairs {
+                for counter in 0..2 {
+                    let event = pair.event(counter);
+                    assert!(
+                        model.flat_events().any(|e| std::ptr::eq(e, event)),
+                        "{m}: pair {} counter {counter}",
+                        pair.name
+                    );
+                }
+            }
+            for (i, shortest) in model.shortest_periods().iter().enumerate() {
+                assert_eq!(*shortest > 0, i < model.counters(), "{m} counter {i}");
             }
         }
     }

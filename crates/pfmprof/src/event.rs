@@ -30,9 +30,9 @@
 
 use super::ProfError;
 use pfm_abi::{CounterMask, Family, Iccsr, Implementation};
+use pfm_model::ev6::PF67_PROFILE_ME_MODE;
 use pfm_model::ev6::profile_me::{STATISTICS, Source, Statistic};
-use pfm_model::ev6::{EV67_PAIRS, Ev67Pair, PF67_PROFILE_ME_MODE};
-use pfm_model::{AlphaEvent, Model, catalog};
+use pfm_model::{AlphaEvent, Model, Pair, catalog};
 
 /// What the command line asked for, before the model is known.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -73,7 +73,7 @@ pub struct EventChoice {
     /// Events per interrupt.
     pub period: u64,
     /// EV67: the `PCNT6MUX` pair (or profile-me mode) that selects it.
-    pub pair: Option<&'static Ev67Pair>,
+    pub pair: Option<&'static Pair>,
     /// EV67 profile-me: the statistic recorded per sampled instruction.
     pub statistic: Option<&'static Statistic>,
     pub programming: Programming,
@@ -103,7 +103,7 @@ impl EventChoice {
 #[derive(Debug, Clone, Copy)]
 enum Named {
     Event(&'static AlphaEvent),
-    Pair(&'static Ev67Pair),
+    Pair(&'static Pair),
     Statistic(&'static Statistic),
 }
 
@@ -140,8 +140,9 @@ fn names_of(implementation: Implementation) -> Vec<Named> {
         .into_iter()
         .map(Named::Event)
         .collect();
-    if implementation == Implementation::Ev67 {
-        names.extend(EV67_PAIRS.iter().map(Named::Pair));
+    let model = Model::of(implementation);
+    names.extend(model.pairs.iter().map(Named::Pair));
+    if model.has_profile_me() {
         names.extend(statistics().iter().map(Named::Statistic));
     }
     names
@@ -249,7 +250,7 @@ pub fn choose(
             if statistic.is_some() {
                 return Err(profile_me_only(event.name));
             }
-            (event, ev67_pair_counting(implementation, event)?, None)
+            (event, pair_counting(implementation, event)?, None)
         }
         Named::Pair(pair) => pair_choice(pair, statistic)?,
         Named::Statistic(named) => {
@@ -260,7 +261,7 @@ pub fn choose(
                     statistic.map_or("", |s| s.name)
                 )));
             }
-            pair_choice(profile_me_pair(), Some(named))?
+            pair_choice(profile_me_pair(implementation), Some(named))?
         }
     };
     let counter = event.counter as usize;
@@ -277,27 +278,23 @@ pub fn choose(
     })
 }
 
-/// Cycles on counter 0, every model's first event of that name.
+/// Cycles on counter 0: the model's cycle event.
 fn default_event(implementation: Implementation) -> &'static AlphaEvent {
-    let name = match implementation.family() {
-        Family::Ev4 => "PF_CYCLES",
-        Family::Ev5 => "PF5_MUX0_CYCLES",
-        Family::Ev6 if implementation == Implementation::Ev67 => "PF67_C0_CYCLES",
-        Family::Ev6 => "PF6_MUX0_CYCLES",
-    };
-    events_of(implementation)
-        .into_iter()
-        .find(|e| e.name == name)
-        .expect("every model counts cycles on counter 0")
+    Model::of(implementation).cycle_event()
 }
 
 fn statistic_named(
     implementation: Implementation,
     text: &str,
 ) -> Result<&'static Statistic, ProfError> {
-    if implementation != Implementation::Ev67 {
+    if !Model::of(implementation).has_profile_me() {
+        let having: Vec<String> = Model::all()
+            .filter(|m| m.has_profile_me())
+            .map(|m| model_name(m.implementation))
+            .collect();
         return Err(ProfError::Event(format!(
-            "profile-me statistics (-pm {text}) exist only on the ev67 (21264A); the daemon emulates the {}",
+            "profile-me statistics (-pm {text}) exist only on the {}; the daemon emulates the {}",
+            having.join(" and the "),
             model_name(implementation)
         )));
     }
@@ -324,8 +321,9 @@ fn profile_me_only(name: &str) -> ProfError {
     ))
 }
 
-fn profile_me_pair() -> &'static Ev67Pair {
-    EV67_PAIRS
+fn profile_me_pair(implementation: Implementation) -> &'static Pair {
+    Model::of(implementation)
+        .pairs
         .iter()
         .find(|p| p.code == PF67_PROFILE_ME_MODE)
         .expect("PF67_PROFILE_ME_MODE is an EV67 PCNT6MUX word")
@@ -342,12 +340,12 @@ fn default_statistic() -> &'static Statistic {
 /// A pair named with `-e`: the event of its one counting counter, or in
 /// profile-me mode counter 0's cycles with a statistic.
 fn pair_choice(
-    pair: &'static Ev67Pair,
+    pair: &'static Pair,
     statistic: Option<&'static Statistic>,
 ) -> Result<
     (
         &'static AlphaEvent,
-        Option<&'static Ev67Pair>,
+        Option<&'static Pair>,
         Option<&'static Statistic>,
     ),
     ProfError,
@@ -372,29 +370,30 @@ fn pair_choice(
 }
 
 /// EV67: the aggregate pair that counts `event`, preferring one whose other
-/// counter is off anyway. `None` on other models.
-fn ev67_pair_counting(
+/// counter is off anyway. `None` on models without pairs.
+fn pair_counting(
     implementation: Implementation,
     event: &'static AlphaEvent,
-) -> Result<Option<&'static Ev67Pair>, ProfError> {
-    if implementation != Implementation::Ev67 {
+) -> Result<Option<&'static Pair>, ProfError> {
+    let model = Model::of(implementation);
+    if model.pairs.is_empty() {
         return Ok(None);
     }
     let counter = event.counter as usize;
-    let mut pairs: Vec<&'static Ev67Pair> = EV67_PAIRS
-        .iter()
-        .filter(|p| !p.profile_me && p.counts[counter])
+    let mut pairs: Vec<&'static Pair> = model
+        .counting_pairs()
+        .filter(|p| p.counts[counter])
         .filter(|p| std::ptr::eq(p.event(counter), event))
         .collect();
     pairs.sort_by_key(|p| p.counts[1 - counter]);
     pairs.first().copied().map(Some).ok_or_else(|| {
         ProfError::Event(format!(
-            "{} is counted by no PCNT6MUX pair of the 21264A ({}); the pairs are {}",
+            "{} is counted by no PCNT6MUX pair of the {} ({}); the pairs are {}",
             event.name,
+            implementation.chip(),
             event.description,
-            EV67_PAIRS
-                .iter()
-                .filter(|p| !p.profile_me)
+            model
+                .counting_pairs()
                 .map(|p| p.name)
                 .collect::<Vec<_>>()
                 .join(", ")
@@ -440,7 +439,7 @@ fn programming(
     event: &AlphaEvent,
     counter: usize,
     period: u64,
-    pair: Option<&Ev67Pair>,
+    pair: Option<&Pair>,
 ) -> Programming {
     let family = implementation.family();
     let others = CounterMask::all_of(family) & !CounterMask::from_bits_truncate(1 << counter);

@@ -19,7 +19,7 @@ use super::Error;
 use super::events::Config;
 use pfm_abi::{Iccsr, PFM_INFO_USER_ONLY, PfmInfo};
 use pfm_client::{CounterMask, Device, Family, Implementation, Items, OpenMode};
-use pfm_model::ev4;
+use pfm_model::{Model, ev4};
 use std::path::Path;
 use std::time::Instant;
 
@@ -209,13 +209,14 @@ impl CountingDevice {
         Ok(self.device.disable()?)
     }
 
-    /// Events per counter increment: EV4 counts interrupts (one per period
-    /// events); EV5/EV6 `READCNTRS` counts events.
+    /// Events per counter increment (0 past the model's counters): EV4
+    /// counts interrupts, one per period events, and [`Self::program`]
+    /// chooses the shortest periods; EV5/EV6 `READCNTRS` counts events.
     pub fn resolution(&self) -> [u64; 3] {
+        let model = Model::of(self.model());
         match self.family() {
-            Family::Ev4 => [4096, 256, 0],
-            Family::Ev5 => [1, 1, 1],
-            Family::Ev6 => [1, 1, 0],
+            Family::Ev4 => model.shortest_periods(),
+            Family::Ev5 | Family::Ev6 => std::array::from_fn(|c| u64::from(c < model.counters())),
         }
     }
 

@@ -4,8 +4,7 @@
 //! form one of the chip's `PCNT6MUX` pairs.
 
 use super::Error;
-use pfm_model::ev6::EV67_PAIRS;
-use pfm_model::{AlphaEvent, Family, Implementation, catalog};
+use pfm_model::{AlphaEvent, Implementation, Model, Pair, catalog};
 
 /// Every event of `model` in catalog order; an event's number is its index.
 pub fn flat(model: Implementation) -> Vec<&'static AlphaEvent> {
@@ -20,95 +19,12 @@ pub fn number(model: Implementation, event: &AlphaEvent) -> usize {
         .expect("events come from the model's catalog")
 }
 
-/// `(alias, Alpha name)`.
-type Alias = (&'static str, &'static str);
-
-const EV5_COMMON: [Alias; 14] = [
-    ("cycles", "PF5_MUX0_CYCLES"),
-    ("cycles2", "PF5_MUX2_C_CYCLES"),
-    ("issues", "PF5_MUX0_ISSUES"),
-    ("instructions", "PF5_MUX0_ISSUES"),
-    ("branches", "PF5_MUX1_FLOW_CHANGE"),
-    ("brmiss", "PF5_MUX2_C_BRANCH_MISPREDICTS"),
-    ("loads", "PF5_MUX1_C_LOAD_INSTRUCTIONS"),
-    ("stores", "PF5_MUX1_C_STORE_INSTRUCTIONS"),
-    ("dmiss", "PF5_MUX2_C_DCACHE_MISSES"),
-    ("imiss", "PF5_MUX2_C_ICACHE_MISSES"),
-    ("dtbmiss", "PF5_MUX2_C_DTB_MISS"),
-    ("itbmiss", "PF5_MUX2_C_ITB_MISS"),
-    ("fpinst", "PF5_MUX1_C_FP_INSTRUCTIONS"),
-    ("replays", "PF5_MUX1_REPLAY_TRAP"),
-];
-
-/// Short aliases per model: `(alias, Alpha name)`. Only meanings the event
-/// really has: e.g. `retinst` exists only where the chip counts retired
-/// instructions (EV6/EV67); on the in-order EV5 `instructions` is issues.
+/// Short aliases per model: `(alias, Alpha name)`, from the model's record.
+/// Only meanings the event really has: e.g. `retinst` exists only where the
+/// chip counts retired instructions (EV6/EV67); on the in-order EV5
+/// `instructions` is issues.
 pub fn aliases(model: Implementation) -> Vec<(&'static str, &'static str)> {
-    let (names, cbox): (&[Alias], &[Alias]) = match model {
-        Implementation::Ev4 | Implementation::Ev45 => (
-            &[
-                ("cycles", "PF_CYCLES"),
-                ("issues", "PF_ISSUES"),
-                ("nonissues", "PF_NONISSUES"),
-                ("pipedry", "PF_PIPEDRY"),
-                ("pipefrozen", "PF_PIPEFROZEN"),
-                ("loads", "PF_LOADI"),
-                ("stores", "PF_STOREI"),
-                ("branches", "PF_BRANCHI"),
-                ("brmiss", "PF_BRANCHMISS"),
-                ("dmiss", "PF_DCACHE"),
-                ("imiss", "PF_ICACHE"),
-                ("dual", "PF_DUAL"),
-                ("fpinst", "PF_FPINST"),
-                ("intops", "PF_INTOPS"),
-                ("palmode", "PF_PALMODE"),
-            ],
-            &[],
-        ),
-        // The EV5 family's common names, then its Cbox (second level) events.
-        Implementation::Ev5 | Implementation::Ev56 => (
-            &EV5_COMMON,
-            &[
-                ("scmiss", "PF5_MUX2_C_SCACHE_MISS"),
-                ("bcmiss", "PF5_MUX2_C_BCACHE_MISS"),
-            ],
-        ),
-        Implementation::Pca56 => (
-            &EV5_COMMON,
-            &[
-                ("bcread", "PF5_MUX2_C_BCACHE_DREAD"),
-                ("bcfill", "PF5_MUX2_C_BCACHE_READ_FILL"),
-            ],
-        ),
-        Implementation::Ev6 => (
-            &[
-                ("cycles", "PF6_MUX0_CYCLES"),
-                ("cycles1", "PF6_MUX1_CYCLES"),
-                ("retinst", "PF6_MUX0_RET_INSTRUCTIONS"),
-                ("instructions", "PF6_MUX0_RET_INSTRUCTIONS"),
-                ("condbr", "PF6_MUX1_RET_COND_BRANCHES"),
-                ("branches", "PF6_MUX1_RET_COND_BRANCHES"),
-                ("dtbmiss", "PF6_MUX1_RET_DTB_SINGLE_MISSES"),
-                ("dtbmiss2", "PF6_MUX1_RET_DTB_DOUBLE_MISSES"),
-                ("itbmiss", "PF6_MUX1_RET_ITB_MISSES"),
-                ("unaligned", "PF6_MUX1_RET_UNALIGNED_TRAPS"),
-                ("replays", "PF6_MUX1_REPLAY_TRAP"),
-            ],
-            &[],
-        ),
-        Implementation::Ev67 => (
-            &[
-                ("cycles", "PF67_C0_CYCLES"),
-                ("cycles1", "PF67_C1_CYCLES"),
-                ("retinst", "PF67_C0_RET_INST"),
-                ("instructions", "PF67_C0_RET_INST"),
-                ("bcmiss", "PF67_C1_BCACHE_MISS"),
-                ("replays", "PF67_C1_REPLAY_TRAPS"),
-            ],
-            &[],
-        ),
-    };
-    names.iter().chain(cbox).copied().collect()
+    Model::of(model).aliases().copied().collect()
 }
 
 /// The aliases that name `event` in `model`.
@@ -124,16 +40,7 @@ pub fn aliases_of(model: Implementation, event: &AlphaEvent) -> Vec<&'static str
 /// perfex users look at first (cycles, instructions, branches), so `-y` can
 /// derive instructions per cycle where the host counts them.
 pub fn default_events(model: Implementation) -> &'static [&'static str] {
-    match model {
-        Implementation::Ev4 | Implementation::Ev45 => &["PF_CYCLES", "PF_BRANCHMISS"],
-        Implementation::Ev5 | Implementation::Ev56 | Implementation::Pca56 => &[
-            "PF5_MUX0_ISSUES",
-            "PF5_MUX1_FLOW_CHANGE",
-            "PF5_MUX2_C_CYCLES",
-        ],
-        Implementation::Ev6 => &["PF6_MUX0_RET_INSTRUCTIONS", "PF6_MUX1_CYCLES"],
-        Implementation::Ev67 => &["PF67_C0_RET_INST", "PF67_C1_CYCLES"],
-    }
+    Model::of(model).default_events
 }
 
 /// Finds the event `spec` names in `model`: its Alpha name or an alias
@@ -238,17 +145,23 @@ impl Config {
     }
 }
 
-/// The EV67 pairs `PCNT6MUX` can count in aggregate mode (profile-me mode
-/// samples; it is not a counting configuration).
-fn ev67_pairs() -> impl Iterator<Item = &'static pfm_model::ev6::Ev67Pair> {
-    EV67_PAIRS.iter().filter(|p| !p.profile_me)
+/// The pairs `PCNT6MUX` can count in aggregate mode (profile-me mode
+/// samples; it is not a counting configuration); none where each counter
+/// selects its own event.
+fn pairs(model: Implementation) -> impl Iterator<Item = &'static Pair> {
+    Model::of(model).counting_pairs()
+}
+
+/// True when the model selects its events pairwise (the EV67).
+fn paired(model: Implementation) -> bool {
+    pairs(model).next().is_some()
 }
 
 /// True when some configuration of `model` can count `event` at all (the
 /// EV67's undefined and profile-me-only counter-1 events cannot).
 pub fn countable(model: Implementation, event: &AlphaEvent) -> bool {
-    model != Implementation::Ev67
-        || ev67_pairs().any(|p| {
+    !paired(model)
+        || pairs(model).any(|p| {
             let c = event.counter as usize;
             p.counts[c] && std::ptr::eq(p.event(c), event)
         })
@@ -257,15 +170,13 @@ pub fn countable(model: Implementation, event: &AlphaEvent) -> bool {
 /// When one of two conflicting events counts cycles: where else the model
 /// counts them (pfmstat, like perfex, never moves an event by itself).
 fn cycles_hint(model: Implementation, clash: &[&AlphaEvent]) -> String {
-    let Some(cycles) = clash
-        .iter()
-        .find(|e| super::stats::CYCLE_EVENTS.contains(&e.name))
-    else {
+    let cycle_events = Model::of(model).cycle_events;
+    let Some(cycles) = clash.iter().find(|e| cycle_events.contains(&e.name)) else {
         return String::new();
     };
     let other = flat(model)
         .into_iter()
-        .find(|e| e.counter != cycles.counter && super::stats::CYCLE_EVENTS.contains(&e.name));
+        .find(|e| e.counter != cycles.counter && cycle_events.contains(&e.name));
     match other {
         Some(e) => {
             let alias = aliases_of(model, e)
@@ -300,12 +211,12 @@ pub fn fit(model: Implementation, events: &[&'static AlphaEvent]) -> Result<Conf
             None => *slot = Some(event),
         }
     }
-    if model.family() != Family::Ev6 || model == Implementation::Ev6 {
+    if !paired(model) {
         return Ok(config);
     }
     // EV67: one pair must select every requested event on its counter.
     let wanted: Vec<(usize, &AlphaEvent)> = config.events().collect();
-    let pair = ev67_pairs().find(|p| {
+    let pair = pairs(model).find(|p| {
         wanted
             .iter()
             .all(|(c, e)| p.counts[*c] && std::ptr::eq(p.event(*c), *e))
@@ -316,13 +227,14 @@ pub fn fit(model: Implementation, events: &[&'static AlphaEvent]) -> Result<Conf
             Ok(config)
         }
         None => Err(Error::Conflict(format!(
-            "conflicting counters: no PCNT6MUX pair of the 21264A counts {}; the pairs are {}",
+            "conflicting counters: no PCNT6MUX pair of the {} counts {}; the pairs are {}",
+            model.chip(),
             wanted
                 .iter()
                 .map(|(_, e)| e.name)
                 .collect::<Vec<_>>()
                 .join(" with "),
-            ev67_pairs()
+            pairs(model)
                 .map(|p| format!(
                     "{} ({} + {})",
                     p.name,
@@ -346,9 +258,9 @@ pub fn fit(model: Implementation, events: &[&'static AlphaEvent]) -> Result<Conf
 /// counts at least one available event, with its other counter off; pairs
 /// that would count the same events are kept once.
 pub fn rotation(model: Implementation, available: &[&'static AlphaEvent]) -> Vec<Config> {
-    if model == Implementation::Ev67 {
+    if paired(model) {
         let mut out: Vec<Config> = Vec::new();
-        for pair in ev67_pairs() {
+        for pair in pairs(model) {
             let mut config = Config::EMPTY;
             for (c, slot) in config.counters.iter_mut().enumerate().take(2) {
                 let event = pair.event(c);

@@ -1,10 +1,11 @@
 //! `-y` derived statistics: each is printed only when every event it needs
 //! was counted (perfex: "A statistic is only printed if counts for the
 //! events which define it have been gathered"). A statistic made from an
-//! estimate (`-a`) is an estimate.
+//! estimate (`-a`) is an estimate. Which statistics a model has is the
+//! model's data (`pfm_model::Derivation`); this module evaluates them.
 
 use super::costs::CostTable;
-use pfm_model::Implementation;
+use pfm_model::{Count, Derivation, Implementation, Model};
 use std::collections::HashMap;
 
 /// What the statistics are computed from: event name → (count, estimate).
@@ -17,21 +18,10 @@ pub struct Statistic {
     pub estimate: bool,
 }
 
-/// The cycle events of every model, in preference order. Not
-/// `PF6_MUX1_RET_BRANCH_MISPREDICTS`: it counts cycles on a real 21264, but
-/// its name says otherwise and the report keeps it apart.
-pub const CYCLE_EVENTS: &[&str] = &[
-    "PF_CYCLES",
-    "PF5_MUX0_CYCLES",
-    "PF5_MUX2_C_CYCLES",
-    "PF6_MUX0_CYCLES",
-    "PF6_MUX1_CYCLES",
-    "PF67_C0_CYCLES",
-    "PF67_C1_CYCLES",
-];
-
 struct Calc<'a> {
     counts: &'a Counts<'a>,
+    /// The model's cycle events, in preference order.
+    cycle_events: &'a [&'a str],
     out: Vec<Statistic>,
 }
 
@@ -41,7 +31,7 @@ impl Calc<'_> {
     }
 
     fn cycles(&self) -> Option<(f64, bool)> {
-        CYCLE_EVENTS.iter().find_map(|n| self.get(n))
+        self.cycle_events.iter().find_map(|n| self.get(n))
     }
 
     fn push(&mut self, name: impl Into<String>, value: Option<(f64, bool)>) {
@@ -65,14 +55,11 @@ impl Calc<'_> {
         (b > 0.0).then(|| (scale * a / b, ea || eb))
     }
 
-    fn per(&mut self, name: &str, num: &str, den: Option<(f64, bool)>, scale: f64) {
-        let v = self.ratio(self.get(num), den, scale);
-        self.push(name, v);
-    }
-
-    fn rate(&mut self, name: &str, num: &str, den: &str) {
-        let v = self.ratio(self.get(num), self.get(den), 1.0);
-        self.push(name, v);
+    fn count(&self, count: Count, cycles: Option<(f64, bool)>) -> Option<(f64, bool)> {
+        match count {
+            Count::Cycles => cycles,
+            Count::Event(name, factor) => self.get(name).map(|(v, e)| (factor * v, e)),
+        }
     }
 }
 
@@ -83,212 +70,40 @@ pub fn derive(
     mhz: f64,
     costs: &CostTable,
 ) -> Vec<Statistic> {
+    let model = Model::of(model);
     let mut c = Calc {
         counts,
+        cycle_events: model.cycle_events,
         out: Vec::new(),
     };
     let cycles = c.cycles();
     let seconds = cycles.map(|(v, e)| (v / (mhz * 1e6), e));
     c.push("Run time at the nominal clock (s)", seconds);
-    let per_second = |c: &Calc, name: &str| {
-        let (n, en) = c.get(name)?;
-        let (s, es) = seconds?;
-        (s > 0.0).then(|| (n / s / 1e6, en || es))
-    };
-    match model {
-        Implementation::Ev4 | Implementation::Ev45 => {
-            let issues = c.get("PF_ISSUES").map(|(v, e)| (2.0 * v, e));
-            let v = c.ratio(issues, cycles, 1.0);
-            c.push("Issues per cycle", v);
-            c.rate(
-                "Branch mispredictions / branches",
-                "PF_BRANCHMISS",
-                "PF_BRANCHI",
-            );
-            c.rate("D-cache misses / loads", "PF_DCACHE", "PF_LOADI");
-            c.per(
-                "I-cache misses per 1000 issues",
-                "PF_ICACHE",
-                issues,
-                1000.0,
-            );
-            c.per("Dual-issue cycles / cycles", "PF_DUAL", cycles, 1.0);
-            c.per("Pipeline-dry cycles / cycles", "PF_PIPEDRY", cycles, 1.0);
-            c.per(
-                "Pipeline-frozen cycles / cycles",
-                "PF_PIPEFROZEN",
-                cycles,
-                1.0,
-            );
-            c.per("PALmode cycles / cycles", "PF_PALMODE", cycles, 1.0);
-            let v = per_second(&c, "PF_FPINST");
-            c.push("MFLOPS (FP operate instructions per us)", v);
-        }
-        Implementation::Ev5 | Implementation::Ev56 | Implementation::Pca56 => {
-            let issues = c.get("PF5_MUX0_ISSUES");
-            let v = c.ratio(issues, cycles, 1.0);
-            c.push("Issued instructions per cycle", v);
-            c.rate(
-                "Branch mispredictions / flow changes",
-                "PF5_MUX2_C_BRANCH_MISPREDICTS",
-                "PF5_MUX1_FLOW_CHANGE",
-            );
-            c.rate(
-                "D-cache misses / loads",
-                "PF5_MUX2_C_DCACHE_MISSES",
-                "PF5_MUX1_C_LOAD_INSTRUCTIONS",
-            );
-            c.rate(
-                "D-cache misses / accesses",
-                "PF5_MUX2_C_DCACHE_MISSES",
-                "PF5_MUX1_C_DCACHE_ACCESS",
-            );
-            c.rate(
-                "I-cache misses / accesses",
-                "PF5_MUX2_C_ICACHE_MISSES",
-                "PF5_MUX1_C_ICACHE_ACCESS",
-            );
-            c.per(
-                "I-cache misses per 1000 instructions",
-                "PF5_MUX2_C_ICACHE_MISSES",
-                issues,
-                1000.0,
-            );
-            c.rate(
-                "S-cache misses / accesses",
-                "PF5_MUX2_C_SCACHE_MISS",
-                "PF5_MUX1_C_SCACHE_ACCESS",
-            );
-            c.rate(
-                "S-cache read misses / reads",
-                "PF5_MUX2_C_SCACHE_READ_MISS",
-                "PF5_MUX1_C_SCACHE_READ",
-            );
-            c.rate(
-                "S-cache write misses / writes",
-                "PF5_MUX2_C_SCACHE_WRITE_MISS",
-                "PF5_MUX1_C_SCACHE_WRITE",
-            );
-            c.rate(
-                "B-cache misses / references",
-                "PF5_MUX2_C_BCACHE_MISS",
-                "PF5_MUX1_C_BCACHE_REF",
-            );
-            c.rate(
-                "B-cache read fills / D-stream reads",
-                "PF5_MUX2_C_BCACHE_READ_FILL",
-                "PF5_MUX2_C_BCACHE_DREAD",
-            );
-            c.rate(
-                "B-cache D-stream read hits / reads",
-                "PF5_MUX1_C_BCACHE_DREAD_HIT",
-                "PF5_MUX1_C_BCACHE_READ",
-            );
-            c.per(
-                "DTB misses per 1000 instructions",
-                "PF5_MUX2_C_DTB_MISS",
-                issues,
-                1000.0,
-            );
-            c.per(
-                "ITB misses per 1000 instructions",
-                "PF5_MUX2_C_ITB_MISS",
-                issues,
-                1000.0,
-            );
-            c.per(
-                "Replay traps per 1000 instructions",
-                "PF5_MUX1_REPLAY_TRAP",
-                issues,
-                1000.0,
-            );
-            c.per(
-                "Non-issue cycles / cycles",
-                "PF5_MUX1_NON_ISSUE_CYCLES",
-                cycles,
-                1.0,
-            );
-            c.per(
-                "Pipeline-dry cycles / cycles",
-                "PF5_MUX1_PIPELINE_DRY",
-                cycles,
-                1.0,
-            );
-            c.per(
-                "Long stalls per 1000 cycles",
-                "PF5_MUX2_C_LONG_STALLS",
-                cycles,
-                1000.0,
-            );
-            let v = per_second(&c, "PF5_MUX1_C_FP_INSTRUCTIONS");
-            c.push("MFLOPS (FP operate instructions per us)", v);
-            memory_time(
-                &mut c,
-                costs,
-                seconds,
-                mhz,
-                &[
-                    "PF5_MUX1_C_LOAD_INSTRUCTIONS",
-                    "PF5_MUX1_C_STORE_INSTRUCTIONS",
-                    "PF5_MUX2_C_DCACHE_MISSES",
-                    "PF5_MUX2_C_SCACHE_MISS",
-                    "PF5_MUX2_C_BCACHE_MISS",
-                    "PF5_MUX2_C_BCACHE_READ_FILL",
-                    "PF5_MUX2_C_DTB_MISS",
-                ],
-            );
-        }
-        Implementation::Ev6 => {
-            let retired = c.get("PF6_MUX0_RET_INSTRUCTIONS");
-            let v = c.ratio(retired, cycles, 1.0);
-            c.push("Retired instructions per cycle", v);
-            c.per(
-                "Conditional branches / retired instructions",
-                "PF6_MUX1_RET_COND_BRANCHES",
-                retired,
-                1.0,
-            );
-            let single = c
-                .get("PF6_MUX1_RET_DTB_SINGLE_MISSES")
-                .map(|(v, e)| (v / 2.0, e));
-            let v = c.ratio(single, retired, 1000.0);
-            c.push("DTB single misses per 1000 instructions", v);
-            c.per(
-                "ITB misses per 1000 instructions",
-                "PF6_MUX1_RET_ITB_MISSES",
-                retired,
-                1000.0,
-            );
-            c.per(
-                "Replay traps per 1000 instructions",
-                "PF6_MUX1_REPLAY_TRAP",
-                retired,
-                1000.0,
-            );
-            c.per(
-                "Unaligned traps per 1000 instructions",
-                "PF6_MUX1_RET_UNALIGNED_TRAPS",
-                retired,
-                1000.0,
-            );
-        }
-        Implementation::Ev67 => {
-            let retired = c.get("PF67_C0_RET_INST");
-            let v = c.ratio(retired, cycles, 1.0);
-            c.push("Retired instructions per cycle", v);
-            c.per(
-                "B-cache misses per 1000 instructions",
-                "PF67_C1_BCACHE_MISS",
-                retired,
-                1000.0,
-            );
-            c.per(
-                "Replay traps per 1000 cycles",
-                "PF67_C1_REPLAY_TRAPS",
-                cycles,
-                1000.0,
-            );
-            memory_time(&mut c, costs, seconds, mhz, &["PF67_C1_BCACHE_MISS"]);
+    for statistic in model.statistics() {
+        match *statistic {
+            Derivation::Ratio {
+                name,
+                numerator,
+                denominator,
+                scale,
+            } => {
+                let v = c.ratio(
+                    c.count(numerator, cycles),
+                    c.count(denominator, cycles),
+                    scale,
+                );
+                c.push(name, v);
+            }
+            Derivation::PerMicrosecond { name, event } => {
+                let v = c
+                    .get(event)
+                    .zip(seconds)
+                    .and_then(|((n, en), (s, es))| (s > 0.0).then(|| (n / s / 1e6, en || es)));
+                c.push(name, v);
+            }
+            Derivation::MemoryTime { name, events } => {
+                memory_time(&mut c, name, costs, seconds, mhz, events);
+            }
         }
     }
     c.out
@@ -298,6 +113,7 @@ pub fn derive(
 /// memory events counted over the run time from cycles.
 fn memory_time(
     c: &mut Calc,
+    title: &str,
     costs: &CostTable,
     seconds: Option<(f64, bool)>,
     mhz: f64,
@@ -321,10 +137,7 @@ fn memory_time(
         any = true;
     }
     if any {
-        c.push(
-            "Time accessing memory / total time (typical costs)",
-            Some((spent / total, estimate)),
-        );
+        c.push(title, Some((spent / total, estimate)));
     }
 }
 

@@ -1,7 +1,9 @@
 //! The EV4 model (21064, 21064A, 21066, 21068): two counters selected by the
 //! ICCSR image `PCNTSETMUX` takes (docs/device.md §5.1).
 
+pub(crate) mod costs;
 mod events;
+pub(crate) mod tools;
 
 /// The cycle-counter candidates every family shares (EV5 and EV6 reuse them).
 pub(crate) use events::CYCLES;

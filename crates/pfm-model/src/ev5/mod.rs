@@ -3,7 +3,9 @@
 //! by `PCNT5CTXTS` (docs/device.md §5.2). This module validates and decodes those
 //! words; the device applies them (`device/ev5_ioctl.rs`).
 
+pub(crate) mod costs;
 mod events;
+pub(crate) mod tools;
 
 pub use events::{
     EV5_EVENTS, MUX0_EVENTS, MUX1_EVENTS, MUX1_PCA56_EVENTS, MUX1_SCACHE_EVENTS, MUX2_EVENTS,

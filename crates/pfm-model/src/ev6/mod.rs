@@ -3,8 +3,10 @@
 //! aggregate pairs and profile-me mode (§5.4). This module validates and
 //! decodes; the device applies (`device/ev6_ioctl.rs`).
 
+pub(crate) mod costs;
 mod events;
 pub mod profile_me;
+pub(crate) mod tools;
 
 pub use events::{
     EV6_EVENTS, EV6_MUX0_EVENTS, EV6_MUX1_EVENTS, EV67_EVENTS, EV67_MUX0_EVENTS, EV67_MUX1_EVENTS,
