@@ -29,15 +29,6 @@ use xtask::vm::{Arch, Vm};
 
 const CRATE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
 
-/// Shell helpers every guest script starts with (after `run`, from
-/// `xtask::guest::RUN_PRELUDE`).
-const GUEST_PRELUDE: &str = r#"
-export NO_COLOR=1
-# wait_ready LOG: up to 20 s for pfmd to log that it serves (node created,
-# mode and group applied).
-wait_ready() { i=0; while ! grep -q "pfmd ready" "$1" && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done; }
-"#;
-
 /// The checks. `compat32` exists only if the host could build it.
 const SCENARIO: &str = r#"
 echo 'nobody:x:65534:65534:nobody:/:/bin/sh' >> /etc/passwd
@@ -103,7 +94,7 @@ run gone ls -l /dev/pfcntr
 # Name, mode and group; then the kernel ends the connection under pfmd.
 RUST_LOG=debug pfmd --transport cuse --dev-link none --dev-name pfcntr2 --mode 0640 --group tty 2>/tmp/pfmd2.log &
 P2=$!
-wait_ready /tmp/pfmd2.log
+wait_ready /tmp/pfmd2.log /dev/pfcntr2
 run mode_group ls -ln /dev/pfcntr2
 echo 1 > /sys/class/cuse/pfcntr2/abort
 wait $P2
@@ -328,11 +319,7 @@ fn run_in_vm(
     };
     let dir = tempfile::tempdir().unwrap();
     let guest = dir.path().join("guest.sh");
-    std::fs::write(
-        &guest,
-        format!("{}{GUEST_PRELUDE}\n{script}", xtask::guest::RUN_PRELUDE),
-    )
-    .unwrap();
+    std::fs::write(&guest, format!("{}\n{script}", xtask::guest::RUN_PRELUDE)).unwrap();
     let vm = Vm::new(Arch::X86_64)
         .timeout(Duration::from_secs(timeout_secs))
         .smp(smp)
@@ -538,7 +525,7 @@ P="{pin}"
 $P pfmd --transport cuse --dev-link none --cpu-mhz 2000 2>/tmp/cuse.log &
 $P pfmd --transport fuse --mountpoint /run/pfm --dev-link none --cpu-mhz 2000 2>/tmp/fuse.log &
 wait_ready /tmp/cuse.log
-wait_ready /tmp/fuse.log
+wait_ready /tmp/fuse.log /run/pfm/pfcntr
 for r in $(seq {rounds}); do
     $P ioctl_bench -n {calls} -label cuse
     PFM_DEVICE=/run/pfm/pfcntr $P ioctl_bench -n {calls} -label fuse

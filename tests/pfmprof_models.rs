@@ -513,13 +513,12 @@ fn every_family_on_a_hardware_pmu() {
         ),
     ];
     // One daemon per profile (the EBUSY of a quick reopen, module doc).
-    let mut script = String::from(
+    let mut script = String::from(xtask::guest::RUN_PRELUDE);
+    script.push_str(
         r#"
-export NO_COLOR=1
 echo 'nobody:x:65534:65534:nobody:/:/bin/sh' >> /etc/passwd
 echo 'nogroup:x:65534:' >> /etc/group
 echo 2 > /proc/sys/kernel/perf_event_paranoid
-wait_ready() { i=0; while ! grep -q "pfmd ready" "$1" && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done; }
 "#,
     );
     for (step, model, who, options, _, _) in runs {

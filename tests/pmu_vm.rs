@@ -168,9 +168,6 @@ fn build_guest() -> Result<Guest, NotBuilt> {
 /// Shell helpers every guest script starts with (after `run`, from
 /// `xtask::guest::RUN_PRELUDE`).
 const GUEST_PRELUDE: &str = r#"
-export NO_COLOR=1
-# wait_ready LOG: up to 20 s for pfmd to say it serves.
-wait_ready() { i=0; while ! grep -q "pfmd ready" "$1" && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done; }
 # start MODEL [ARGS]: pfmd for MODEL over CUSE at /dev/pfcntr, log in
 # /tmp/pfmd-MODEL.log; stop: SIGTERM and wait.
 start() { m=$1; shift; pfmd --model $m --transport cuse --dev-link none "$@" 2>/tmp/pfmd-$m.log & PFMD=$!; wait_ready /tmp/pfmd-$m.log; }

@@ -5,10 +5,21 @@
 use crate::vm::{Arch, Output, Vm};
 use std::collections::HashMap;
 
-/// Shell to put before a guest script: defines `run NAME CMD...`.
+/// Shell to put before a guest script: defines `run NAME CMD...` and
+/// `wait_ready LOG [NODE]`.
 pub const RUN_PRELUDE: &str = r#"
+export NO_COLOR=1
 # run NAME CMD...: CMD's output between markers, with its exit status.
 run() { n=$1; shift; echo "@@begin $n"; "$@" 2>&1; echo "@@end $n rc=$?"; }
+# wait_ready LOG [NODE]: until pfmd has logged that it serves and NODE
+# (default /dev/pfcntr) exists; up to 120 s, since a loaded host's TCG guest
+# can take that long. Past it the log goes to stderr with "@@not-ready", so
+# the step that follows fails with the reason next to it.
+wait_ready() {
+  i=0; node=${2:-/dev/pfcntr}
+  while ! { grep -q "pfmd ready" "$1" && [ -e "$node" ]; } && [ $i -lt 2400 ]; do sleep 0.05; i=$((i+1)); done
+  if [ $i -ge 2400 ]; then echo "@@not-ready $1:" >&2; cat "$1" >&2; fi
+}
 "#;
 
 /// Runs `command` in `vm` on behalf of the test `test`: where the VM cannot
