@@ -20,7 +20,8 @@
 //!
 //! Bounds (docs/device.md §8): each link is served by helper threads, one
 //! more started whenever the last idle one takes a store, so a stuck store
-//! holds its own thread only; a user has at most [`STORES_PER_USER`] stores
+//! holds its own thread only (a thread that finds [`SPARE_THREADS`] idle
+//! after its store leaves); a user has at most [`STORES_PER_USER`] stores
 //! in flight (past it `EAGAIN`, without touching memory), and the helper at
 //! most [`HELPER_THREADS`] threads. A store that faults is `EFAULT`, as a
 //! failed `copyout`.
@@ -48,6 +49,12 @@ pub const STORES_PER_USER: usize = 4;
 pub const HELPER_THREADS: usize = 512;
 /// The largest message on a link: a store of the largest array and a reply.
 const MAX_MESSAGE: usize = 256 * 1024;
+/// Descriptors one link request carries: the link and its reply files
+/// (the kernel's SCM_MAX_FD).
+const MAX_LINK_FDS: usize = 253;
+/// Idle threads a link keeps (past it, a thread that finishes a store
+/// leaves).
+const SPARE_THREADS: usize = 2;
 /// Helper threads need little stack: a message buffer lives on the heap.
 const THREAD_STACK: usize = 64 * 1024;
 
@@ -90,6 +97,11 @@ impl StoreJob {
         out.extend_from_slice(&self.bytes);
         out.extend_from_slice(&self.reply);
         out
+    }
+
+    /// The FUSE `unique` a job's message carries.
+    pub fn unique_of(message: &[u8]) -> Option<u64> {
+        Reader(message.get(8..)?).u64()
     }
 
     fn decode(raw: &[u8]) -> Option<StoreJob> {
@@ -202,11 +214,24 @@ impl StoreHelper {
 
     /// A new link to the helper, its threads pinned to `cpu` when given
     /// (where the link's serving thread runs: the hand-over then stays on
-    /// that CPU).
-    pub fn link(&self, cpu: Option<usize>) -> io::Result<StoreLink> {
+    /// that CPU). With `replies` (the classic channel's `/dev/fuse`
+    /// clones), the helper writes each reply itself to the clone the job's
+    /// tag names, and nothing comes back on the link: a hand-over fewer.
+    pub fn link(&self, cpu: Option<usize>, replies: &[BorrowedFd<'_>]) -> io::Result<StoreLink> {
+        if replies.len() >= MAX_LINK_FDS {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "a store link takes at most {} reply files",
+                    MAX_LINK_FDS - 1
+                ),
+            ));
+        }
         let (ours, theirs) = seqpacket_pair()?;
         let cpu = cpu.map_or(-1i64, |c| c as i64).to_ne_bytes();
-        let fds = [theirs.as_raw_fd()];
+        let fds: Vec<RawFd> = std::iter::once(theirs.as_raw_fd())
+            .chain(replies.iter().map(AsRawFd::as_raw_fd))
+            .collect();
         sendmsg::<()>(
             self.control.as_raw_fd(),
             &[IoSlice::new(&cpu)],
@@ -243,11 +268,7 @@ impl StoreLink {
     /// when it cannot (`EAGAIN` when the link's queue is full, `EIO` when
     /// the helper is gone).
     pub fn submit(&self, job: &StoreJob) -> Result<(), Errno> {
-        let message = job.encode();
-        if message.len() > MAX_MESSAGE {
-            tracing::error!(bytes = message.len(), "a store larger than a link message");
-            return Err(Errno::EIO);
-        }
+        let message = Self::message(job)?;
         match nix::sys::socket::send(
             self.sock.as_raw_fd(),
             &message,
@@ -262,29 +283,33 @@ impl StoreLink {
         }
     }
 
-    /// The next finished store: `Ok(None)` when none is ready (`wait`
-    /// false) or the helper is gone (`wait` true, end of stream: an error).
-    pub fn receive(&self, buf: &mut Vec<u8>, wait: bool) -> io::Result<Option<StoreDone>> {
-        buf.resize(MAX_MESSAGE, 0);
-        let flags = if wait {
-            MsgFlags::empty()
-        } else {
-            MsgFlags::MSG_DONTWAIT
-        };
-        loop {
-            return match nix::sys::socket::recv(self.sock.as_raw_fd(), buf, flags) {
-                Ok(0) => Err(io::Error::new(
-                    io::ErrorKind::UnexpectedEof,
-                    "the store helper closed the link",
-                )),
-                Ok(n) => StoreDone::decode(&buf[..n]).map(Some).ok_or_else(|| {
-                    io::Error::new(io::ErrorKind::InvalidData, "malformed store result")
-                }),
-                Err(Errno::EAGAIN) if !wait => Ok(None),
-                Err(Errno::EINTR) => continue,
-                Err(e) => Err(io::Error::from(e)),
-            };
+    /// A finished store as the helper sent it on a link.
+    pub fn result_from(message: &[u8]) -> io::Result<StoreDone> {
+        match message {
+            [] => Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "the store helper closed the link",
+            )),
+            _ => StoreDone::decode(message).ok_or_else(|| {
+                io::Error::new(io::ErrorKind::InvalidData, "malformed store result")
+            }),
         }
+    }
+
+    /// The message that hands `job` to the helper, for a channel that sends
+    /// it itself (a ring); `EIO` when no link message can carry it.
+    pub fn message(job: &StoreJob) -> Result<Vec<u8>, Errno> {
+        let message = job.encode();
+        if message.len() > MAX_MESSAGE {
+            tracing::error!(bytes = message.len(), "a store larger than a link message");
+            return Err(Errno::EIO);
+        }
+        Ok(message)
+    }
+
+    /// The buffer a finished store's message fits in.
+    pub fn result_buffer() -> Vec<u8> {
+        vec![0u8; MAX_MESSAGE]
     }
 
     pub fn fd(&self) -> BorrowedFd<'_> {
@@ -305,6 +330,8 @@ struct Link {
     sock: OwnedFd,
     cpu: Option<usize>,
     idle: AtomicUsize,
+    /// Where replies go when the helper writes them itself (by tag).
+    replies: Vec<OwnedFd>,
 }
 
 /// The helper's life (`pfmd --store-helper`): take links from the control
@@ -325,7 +352,7 @@ pub fn helper_main() -> std::process::ExitCode {
     });
     loop {
         let mut cpu = [0u8; 8];
-        let mut space = nix::cmsg_space!([RawFd; 1]);
+        let mut space = nix::cmsg_space!([RawFd; MAX_LINK_FDS]);
         let mut iov = [IoSliceMut::new(&mut cpu)];
         let received = match recvmsg::<()>(
             control.as_raw_fd(),
@@ -336,7 +363,7 @@ pub fn helper_main() -> std::process::ExitCode {
             Ok(message) if message.bytes == 0 => break,
             Ok(message) => message.cmsgs().ok().and_then(|mut c| {
                 c.find_map(|m| match m {
-                    ControlMessageOwned::ScmRights(fds) => fds.first().copied(),
+                    ControlMessageOwned::ScmRights(fds) => Some(fds),
                     _ => None,
                 })
             }),
@@ -346,17 +373,21 @@ pub fn helper_main() -> std::process::ExitCode {
                 break;
             }
         };
-        let Some(fd) = received else {
+        let mut fds = received.unwrap_or_default().into_iter().map(|fd| {
+            // SAFETY: the descriptor arrived with SCM_RIGHTS just now and
+            // is owned by nothing else.
+            unsafe { OwnedFd::from_raw_fd(fd) }
+        });
+        let Some(sock) = fds.next() else {
             tracing::error!("store helper: a link request without a socket");
             continue;
         };
         let cpu = i64::from_ne_bytes(cpu);
         let link = Arc::new(Link {
-            // SAFETY: the descriptor arrived with SCM_RIGHTS just now and
-            // is owned by nothing else.
-            sock: unsafe { OwnedFd::from_raw_fd(fd) },
+            sock,
             cpu: usize::try_from(cpu).ok(),
             idle: AtomicUsize::new(0),
+            replies: fds.collect(),
         });
         start_thread(&helper, &link);
     }
@@ -392,6 +423,12 @@ fn serve_link(helper: &Arc<Helper>, link: &Arc<Link>) {
     }
     let mut buf = vec![0u8; MAX_MESSAGE];
     loop {
+        // Threads started while stores were stuck leave once those finish.
+        // Two idle threads stay, so that a store taken by one never has to
+        // start another (a thread start costs more than the store).
+        if link.idle.load(Ordering::SeqCst) >= SPARE_THREADS {
+            break;
+        }
         link.idle.fetch_add(1, Ordering::SeqCst);
         let received = nix::sys::socket::recv(link.sock.as_raw_fd(), &mut buf, MsgFlags::empty());
         // The last idle thread takes a store: start another, so a store
@@ -410,6 +447,10 @@ fn serve_link(helper: &Arc<Helper>, link: &Arc<Link>) {
             continue;
         };
         let result = store_within_quota(helper, &job).map(|()| job.reply);
+        if !link.replies.is_empty() {
+            reply_directly(&link.replies, job.tag, job.unique, result);
+            continue;
+        }
         let done = StoreDone {
             tag: job.tag,
             unique: job.unique,
@@ -426,6 +467,21 @@ fn serve_link(helper: &Arc<Helper>, link: &Arc<Link>) {
         }
     }
     helper.threads.fetch_sub(1, Ordering::SeqCst);
+}
+
+/// Writes a finished store's reply (or its errno) to the `/dev/fuse` clone
+/// `tag` names, the one its request was read from.
+fn reply_directly(replies: &[OwnedFd], tag: u64, unique: u64, result: Result<Vec<u8>, Errno>) {
+    let Some(file) = usize::try_from(tag).ok().and_then(|t| replies.get(t)) else {
+        tracing::error!(tag, "store helper: a store for no reply file");
+        return;
+    };
+    let reply = result.unwrap_or_else(|errno| crate::wire::reply_error(unique, errno));
+    match nix::unistd::write(file, &reply) {
+        // ENOENT: the caller was interrupted and the kernel answered it.
+        Ok(_) | Err(Errno::ENOENT | Errno::ENODEV) => {}
+        Err(e) => tracing::error!("store helper: writing a FUSE reply: {e}"),
+    }
 }
 
 fn store_within_quota(helper: &Helper, job: &StoreJob) -> Result<(), Errno> {

@@ -218,7 +218,7 @@ pub fn classic_loop(
                     tag: index as u64,
                     ..job
                 };
-                // The results thread writes the reply once it is stored.
+                // The store helper writes the reply once it is stored.
                 match stores.submit(&job) {
                     Ok(()) => continue,
                     Err(errno) => wire::reply_error(job.unique, errno),
@@ -241,37 +241,6 @@ fn send(dev: &File, reply: &[u8], index: usize) -> bool {
         Err(e) => {
             tracing::error!(reader = index, "writing a FUSE reply: {e}");
             true
-        }
-    }
-}
-
-/// The classic channel's results thread: the reply to each finished store
-/// (or its errno), written to the clone its request was read from (the
-/// job's tag: the reader's index), until the connection or the helper goes.
-pub fn store_results_loop(files: &[Arc<File>], stores: &StoreLink) {
-    let mut buf = Vec::new();
-    loop {
-        let done = match stores.receive(&mut buf, true) {
-            Ok(Some(done)) => done,
-            Ok(None) => continue,
-            Err(e) => {
-                tracing::debug!("store results: {e}");
-                return;
-            }
-        };
-        let reply = match done.result {
-            Ok(reply) => reply,
-            Err(errno) => {
-                tracing::debug!(errno = %errno, "a store into caller memory failed");
-                wire::reply_error(done.unique, errno)
-            }
-        };
-        let Some(dev) = files.get(done.tag as usize) else {
-            tracing::error!(tag = done.tag, "a store result for no reader");
-            continue;
-        };
-        if !send(dev, &reply, usize::MAX) {
-            return;
         }
     }
 }

@@ -187,8 +187,8 @@ pub fn probe() -> Result<(), String> {
 }
 
 /// The classic readers' shares: a clone of the connection each, and one
-/// link to the store helper whose results thread answers on the clone the
-/// request came from.
+/// link to the store helper, which writes each store's reply to the clone
+/// its request came from.
 struct ClassicChannel {
     files: Vec<Arc<File>>,
     stores: Arc<super::store::StoreLink>,
@@ -283,32 +283,26 @@ impl FuseTransport {
             .map_err(FuseError::io("starting the open waiter"))?;
         let dev = Arc::new(dev);
         let readers = options.threads.max(2);
+        // A reply goes to the clone its request was read from.
+        let files: Vec<Arc<File>> = (0..readers)
+            .map(|_| conn::clone_device(&dev).map(Arc::new))
+            .collect::<Result<_, _>>()?;
+        let reply_files: Vec<_> = files
+            .iter()
+            .map(|f| std::os::fd::AsFd::as_fd(&**f))
+            .collect();
         let classic_channel = ClassicChannel {
-            // A reply goes to the clone its request was read from.
-            files: (0..readers)
-                .map(|_| conn::clone_device(&dev).map(Arc::new))
-                .collect::<Result<_, _>>()?,
+            // The helper writes each store's reply to its reader's clone.
             stores: Arc::new(
                 transport
                     .store_helper()
-                    .link(None)
+                    .link(None, &reply_files)
                     .map_err(FuseError::io("linking to the store helper"))?,
             ),
+            files,
             handler: classic,
             waiter: classic_waiter,
         };
-        let files = classic_channel.files.clone();
-        let stores = Arc::clone(&classic_channel.stores);
-        let life = Arc::clone(&transport.life);
-        std::thread::Builder::new()
-            .name("fuse-stored".into())
-            .spawn(move || {
-                conn::store_results_loop(&files, &stores);
-                // The helper or the connection went: stores that were
-                // handed over would never be answered.
-                life.thread_ended("the store results thread");
-            })
-            .map_err(FuseError::io("starting the store results thread"))?;
         // Until every queue has an entry the kernel keeps using the classic
         // channel, so a reader starts first.
         transport.start_classic(&classic_channel, 0..1)?;
@@ -406,7 +400,7 @@ impl FuseTransport {
                 waiter: waiter.clone(),
                 stores: self
                     .store_helper()
-                    .link(cpu)
+                    .link(cpu, &[])
                     .map_err(FuseError::io("linking to the store helper"))?,
             };
             let ready = ready_tx.clone();

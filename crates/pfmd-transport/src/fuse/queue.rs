@@ -9,8 +9,8 @@
 //! that must wait for its own process's RELEASE goes to the open waiter,
 //! whose answer comes back through the queue's [`Mailbox`] (an eventfd the
 //! ring polls); a pointer ioctl's store goes to the store helper over the
-//! queue's own [`StoreLink`] (a socket the ring polls). Either answer is
-//! committed from this thread. At most all entries but one wait so, so a
+//! queue's own [`StoreLink`], sent and received by the ring itself (no
+//! syscall of its own). Either answer is committed from this thread. At most all entries but one wait so, so a
 //! queue always has an entry for a RELEASE or a quick request, and at most
 //! [`WAITING_PER_USER`] for one user; a store past either is `EAGAIN`.
 
@@ -33,8 +33,11 @@ use std::sync::{Arc, Mutex};
 
 /// `user_data` of the mailbox poll; entries are tagged with their index.
 const WAKE: u64 = u64::MAX;
-/// `user_data` of the store link's poll.
+/// `user_data` of the store link's receive.
 const STORED: u64 = u64::MAX - 1;
+/// `user_data` of a store's send that failed, or'ed with its entry's index
+/// (a send that succeeds posts no completion).
+const SENT: u64 = 1 << 62;
 /// Entries of one queue that one user's waiting requests may hold, so that
 /// a user whose stores never finish leaves the queue to everyone else.
 pub const WAITING_PER_USER: usize = 3;
@@ -233,9 +236,7 @@ pub fn serve(shared: Shared, spec: QueueSpec, ready: Sender<Result<(), FuseError
     let _ = ready.send(Ok(()));
     tracing::debug!(qid = spec.qid, cpu = spec.cpu, "FUSE ring queue registered");
     arm_poll(&mut ring, mailbox.event.as_fd().as_raw_fd(), WAKE);
-    arm_poll(&mut ring, shared.stores.fd().as_raw_fd(), STORED);
-    let mut results = Vec::new();
-
+    let link = shared.stores.fd().as_raw_fd();
     let mut queue = Queue {
         ring,
         fd,
@@ -243,7 +244,11 @@ pub fn serve(shared: Shared, spec: QueueSpec, ready: Sender<Result<(), FuseError
         entries,
         request: Vec::with_capacity(4096),
         waiting: vec![None; spec.entries],
+        outgoing: vec![Vec::new(); spec.entries],
+        results: StoreLink::result_buffer(),
+        receiving: false,
     };
+    queue.arm_receive(link);
     // Entries the kernel holds or whose answer is on its way here. Once
     // only waiting ones are left, the kernel has let go of the others
     // (the connection ended) and no answer is wanted any more.
@@ -254,7 +259,9 @@ pub fn serve(shared: Shared, spec: QueueSpec, ready: Sender<Result<(), FuseError
             Err(e) if matches!(e.raw_os_error(), Some(libc::EINTR | libc::EBUSY)) => continue,
             Err(e) => {
                 tracing::error!(qid = spec.qid, "io_uring_enter: {e}");
+                // The kernel may still hold entries and the receive buffer.
                 std::mem::forget(queue.entries);
+                std::mem::forget(queue.results);
                 return true;
             }
         }
@@ -279,22 +286,35 @@ pub fn serve(shared: Shared, spec: QueueSpec, ready: Sender<Result<(), FuseError
                 continue;
             }
             if tag == STORED {
-                loop {
-                    match shared.stores.receive(&mut results, false) {
-                        Ok(Some(done)) => {
-                            let reply = done
-                                .result
-                                .unwrap_or_else(|errno| wire::reply_error(done.unique, errno));
-                            queue.commit_waiting(done.tag as usize, &reply);
-                        }
-                        Ok(None) => break,
-                        Err(e) => {
-                            tracing::error!(qid = spec.qid, "store helper link: {e}");
-                            break;
-                        }
+                queue.receiving = false;
+                let received = usize::try_from(result)
+                    .map_err(|_| io::Error::from_raw_os_error(-result))
+                    .and_then(|n| StoreLink::result_from(&queue.results[..n]));
+                match received {
+                    Ok(done) => {
+                        let reply = done
+                            .result
+                            .unwrap_or_else(|errno| wire::reply_error(done.unique, errno));
+                        queue.commit_waiting(done.tag as usize, &reply);
+                        queue.arm_receive(link);
                     }
+                    // The helper is gone: stores handed to it are never
+                    // answered, and the daemon ends (docs/device.md §8).
+                    Err(e) => tracing::error!(qid = spec.qid, "store helper link: {e}"),
                 }
-                arm_poll(&mut queue.ring, shared.stores.fd().as_raw_fd(), STORED);
+                continue;
+            }
+            if tag & SENT != 0 {
+                let index = (tag & !SENT) as usize;
+                let errno = match Errno::from_raw(-result) {
+                    Errno::EAGAIN => Errno::EAGAIN,
+                    e => {
+                        tracing::error!(qid = spec.qid, "handing a store to the helper: {e}");
+                        Errno::EIO
+                    }
+                };
+                let unique = queue.outgoing_unique(index);
+                queue.commit_waiting(index, &wire::reply_error(unique, errno));
                 continue;
             }
             let index = tag as usize;
@@ -314,6 +334,9 @@ pub fn serve(shared: Shared, spec: QueueSpec, ready: Sender<Result<(), FuseError
         }
     }
     tracing::debug!(qid = spec.qid, "FUSE ring queue finished");
+    if queue.receiving && !queue.cancel_receive() {
+        std::mem::forget(std::mem::take(&mut queue.results));
+    }
     for entry in queue.entries {
         // SAFETY: every command completed (with an error, or with a
         // request whose answer was still waiting when the connection
@@ -344,6 +367,13 @@ struct Queue {
     /// For each entry whose answer waits (the open waiter's or the store
     /// helper's), the user it waits for.
     waiting: Vec<Option<u32>>,
+    /// Each entry's store message to the helper, kept while the ring sends
+    /// it.
+    outgoing: Vec<Vec<u8>>,
+    /// Where the ring receives the helper's results, one at a time.
+    results: Vec<u8>,
+    /// Whether a receive into `results` is armed.
+    receiving: bool,
 }
 
 impl Queue {
@@ -357,6 +387,68 @@ impl Queue {
     fn may_wait(&self, uid: u32) -> bool {
         self.waiting_count() + 1 < self.entries.len()
             && self.waiting.iter().flatten().filter(|&&u| u == uid).count() < WAITING_PER_USER
+    }
+
+    /// Sends `message` (a store for entry `index`) to the helper on `link`
+    /// from the ring: without waiting (a full link is `EAGAIN`), and with no
+    /// completion unless it fails.
+    fn send_store(&mut self, index: usize, message: Vec<u8>, link: i32) {
+        self.outgoing[index] = message;
+        let out = &self.outgoing[index];
+        let sqe: squeue::Entry128 =
+            opcode::Send::new(types::Fd(link), out.as_ptr(), out.len() as u32)
+                .flags(libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL)
+                .build()
+                .flags(squeue::Flags::SKIP_SUCCESS)
+                .user_data(SENT | index as u64)
+                .into();
+        // SAFETY: the message stays in `outgoing[index]`, untouched, until
+        // the entry's answer comes: a failed send's completion or the
+        // helper's result, either of which comes after the send is done.
+        unsafe { self.ring.submission().push(&sqe) }.expect("one SQE per entry at most");
+    }
+
+    /// The FUSE `unique` of the store message entry `index` sent.
+    fn outgoing_unique(&self, index: usize) -> u64 {
+        StoreJob::unique_of(&self.outgoing[index]).unwrap_or(0)
+    }
+
+    /// (Re)arms the receive of the helper's next result on `link`.
+    fn arm_receive(&mut self, link: i32) {
+        let sqe: squeue::Entry128 = opcode::Recv::new(
+            types::Fd(link),
+            self.results.as_mut_ptr(),
+            self.results.len() as u32,
+        )
+        .build()
+        .user_data(STORED)
+        .into();
+        // SAFETY: `results` is neither read nor moved until this receive
+        // completes (`receiving`); the link outlives the ring.
+        unsafe { self.ring.submission().push(&sqe) }.expect("the ring has a slot for it");
+        self.receiving = true;
+    }
+
+    /// Cancels the armed receive and waits until the kernel is done with
+    /// `results`; false if that could not be seen.
+    fn cancel_receive(&mut self) -> bool {
+        let sqe: squeue::Entry128 = opcode::AsyncCancel::new(STORED)
+            .build()
+            .user_data(WAKE)
+            .into();
+        // SAFETY: a cancel names no memory.
+        if unsafe { self.ring.submission().push(&sqe) }.is_err() {
+            return false;
+        }
+        while self.receiving {
+            if self.ring.submit_and_wait(1).is_err() {
+                return false;
+            }
+            if self.ring.completion().any(|c| c.user_data() == STORED) {
+                self.receiving = false;
+            }
+        }
+        true
     }
 
     /// Commits the answer that entry `index` waited for.
@@ -391,9 +483,10 @@ impl Queue {
                         tag: index as u64,
                         ..job
                     };
-                    match shared.stores.submit(&job) {
-                        Ok(()) => {
+                    match StoreLink::message(&job) {
+                        Ok(message) => {
                             self.waiting[index] = Some(job.uid);
+                            self.send_store(index, message, shared.stores.fd().as_raw_fd());
                             return;
                         }
                         Err(errno) => wire::reply_error(job.unique, errno),
