@@ -504,6 +504,117 @@ fn cuse_transport_in_a_vm() {
     assert_ne!(step("abort_gone").rc, 0, "{}", ctx("abort_gone"));
 }
 
+/// CPUs going offline and online under a CUSE daemon in a 4-vCPU guest
+/// (docs/device.md §2): the daemon starts with CPU 3 offline; each step is
+/// an `ev4count` run (CPU-wide cpu-clock, which advances on every online
+/// CPU) whose per-CPU counts must not be 0 where the CPU was online.
+const HOTPLUG: &str = r#"
+cpu() { echo $2 > /sys/devices/system/cpu/cpu$1/online; }
+# changed PATTERN: until pfmd has logged an online-set change matching it.
+changed() { i=0; while ! grep -qF "$1" /tmp/hp.log && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done; }
+cpu 3 0
+RUST_LOG=info pfmd --transport cuse --dev-link none --cpu-mhz 2000 2>/tmp/hp.log &
+PF=$!
+wait_ready /tmp/hp.log
+run started_offline_each ev4count -each -ms 100
+run started_offline_all ev4count -all -ms 100
+cpu 3 1
+changed "came=[3]"
+run joined_each ev4count -each -ms 100
+# An EACH open held while CPU 2 goes offline and comes back.
+run across_each ev4count -each -ms 50 -- sh -c 'echo 0 > /sys/devices/system/cpu/cpu2/online; sleep 0.3; echo 1 > /sys/devices/system/cpu/cpu2/online; sleep 0.5'
+# Opens made while CPU 2 is offline count the others.
+cpu 2 0
+changed "went=[2]"
+run offline_each ev4count -each -ms 100
+run offline_all ev4count -all -ms 100
+# An EACH open made then, held while CPU 2 comes back, counts it too.
+run each_then_joined ev4count -each -ms 50 -- sh -c 'echo 1 > /sys/devices/system/cpu/cpu2/online; sleep 0.5'
+# A ONE open whose CPU goes offline: ENXIO, not 0.
+run one_gone ev4count -one -cpu 1 -ms 10 -- sh -c 'echo 0 > /sys/devices/system/cpu/cpu1/online; sleep 0.3'
+cpu 1 1
+changed "came=[1]"
+run one_back ev4count -one -cpu 1 -ms 100
+kill -TERM $PF; wait $PF
+run log cat /tmp/hp.log
+"#;
+
+/// The `cpu=N pf_cntr0=X` rows of an `ev4count` run.
+fn per_cpu(step: &Step) -> Vec<(String, u64)> {
+    step.out
+        .lines()
+        .filter_map(|line| {
+            let mut words = line.split_whitespace();
+            let cpu = words.next()?.strip_prefix("cpu=")?.to_string();
+            let count = words.next()?.strip_prefix("pf_cntr0=")?.parse().ok()?;
+            Some((cpu, count))
+        })
+        .collect()
+}
+
+#[test]
+fn cpus_going_offline_and_online_in_a_vm() {
+    let test = "cpus_going_offline_and_online_in_a_vm";
+    let Some(stdout) = run_in_vm(test, HOTPLUG, 300, 4, &[]) else {
+        return;
+    };
+    let steps = Steps::parse(&stdout).steps;
+    let log = steps.get("log").map(|s| s.out.clone()).unwrap_or_default();
+    let step = |name: &str| -> Step {
+        steps
+            .get(name)
+            .cloned()
+            .unwrap_or_else(|| panic!("no step {name}:\n{stdout}"))
+    };
+    let counts = |name: &str| -> Vec<(String, u64)> {
+        let s = step(name);
+        assert_eq!(s.rc, 0, "{name}: {}\n--- pfmd log ---\n{log}", s.out);
+        let rows = per_cpu(&s);
+        eprintln!("{test}: {name}: {rows:?}");
+        rows
+    };
+    let cpu = |rows: &[(String, u64)], cpu: &str| -> u64 {
+        rows.iter()
+            .find(|(c, _)| c == cpu)
+            .unwrap_or_else(|| panic!("no cpu={cpu} in {rows:?}"))
+            .1
+    };
+    // Started with CPU 3 offline: the others count, CPU 3 has nothing.
+    let rows = counts("started_offline_each");
+    assert_eq!(rows.len(), 4, "an EACH array has every configured CPU");
+    for c in ["0", "1", "2"] {
+        assert!(cpu(&rows, c) > 0, "cpu {c}: {rows:?}\n{log}");
+    }
+    assert_eq!(cpu(&rows, "3"), 0, "{rows:?}");
+    assert!(cpu(&counts("started_offline_all"), "all") > 0);
+    // Online again: counted, in a new open and in one held across it.
+    let rows = counts("joined_each");
+    assert!(rows.iter().all(|(_, n)| *n > 0), "{rows:?}\n{log}");
+    let rows = counts("across_each");
+    assert!(rows.iter().all(|(_, n)| *n > 0), "{rows:?}\n{log}");
+    // Opens made while CPU 2 is offline count the others (not 0).
+    let rows = counts("offline_each");
+    for c in ["0", "1", "3"] {
+        assert!(cpu(&rows, c) > 0, "cpu {c}: {rows:?}\n{log}");
+    }
+    assert!(cpu(&counts("offline_all"), "all") > 0);
+    let rows = counts("each_then_joined");
+    assert!(
+        cpu(&rows, "2") > 0,
+        "CPU 2 joined the open made while it was offline: {rows:?}\n{log}"
+    );
+    // From 0 at the join, not from what an earlier open left there.
+    assert!(
+        cpu(&rows, "2") < cpu(&rows, "0"),
+        "CPU 2 counted from its join: {rows:?}"
+    );
+    // A ONE open whose CPU went away says so.
+    let gone = step("one_gone");
+    assert_ne!(gone.rc, 0, "{}", gone.out);
+    assert!(gone.out.contains("ENXIO"), "{}\n{log}", gone.out);
+    assert!(cpu(&counts("one_back"), "1") > 0);
+}
+
 /// The transport benchmarks over CUSE and over FUSE, two daemons in the same
 /// VM, alternating rounds; prints medians over rounds side by side. Runs the
 /// foundation's `pfm-bench --device` and `examples/c/ioctl_bench` (which adds

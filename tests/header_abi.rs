@@ -569,6 +569,7 @@ fn layouts() -> Vec<Layout> {
                 pi_sample_period,
                 pi_lost_samples,
                 pi_throttled,
+                pi_online,
                 pi_reserved,
             ]
         ),

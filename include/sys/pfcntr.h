@@ -543,7 +543,8 @@ struct pfm_info {
 	unsigned long	pi_sample_period[PFM_INFO_MAX_COUNTERS]; /* Alpha events per sample (period x weight), 0 if never sampled */
 	unsigned long	pi_lost_samples;	/* samples the host lost */
 	unsigned long	pi_throttled;		/* times the host throttled sampling */
-	unsigned long	pi_reserved[8];		/* zero */
+	unsigned long	pi_online;		/* CPUs online now */
+	unsigned long	pi_reserved[7];		/* zero */
 };
 
 #endif /* _SYS_PFCNTR_H_ */

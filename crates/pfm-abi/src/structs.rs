@@ -233,7 +233,9 @@ pub struct PfmInfo {
     pub pi_sample_period: [u64; PFM_INFO_MAX_COUNTERS],
     pub pi_lost_samples: u64,
     pub pi_throttled: u64,
-    pub pi_reserved: [u64; 8],
+    /// CPUs online now (an EACH array still has `pi_ncpus` elements).
+    pub pi_online: u64,
+    pub pi_reserved: [u64; 7],
 }
 
 impl PfmInfo {

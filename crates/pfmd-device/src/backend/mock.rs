@@ -22,6 +22,8 @@ struct World {
     exited: HashSet<i32>,
     /// Opening a group panics (a bug in pfmd, for containment tests).
     panic_on_open: bool,
+    /// Offline CPUs: a CPU-wide event there is `ENODEV`, as the kernel's.
+    offline: HashSet<u32>,
 }
 
 #[derive(Clone)]
@@ -76,12 +78,31 @@ impl MockBackend {
         self.world.lock().unwrap().exited.insert(tid);
     }
 
+    /// Takes `cpu` offline or brings it back: CPU-wide events on an offline
+    /// CPU cannot be opened, and its events count nothing.
+    pub fn set_online(&self, cpu: u32, online: bool) {
+        let mut world = self.world.lock().unwrap();
+        if online {
+            world.offline.remove(&cpu);
+        } else {
+            world.offline.insert(cpu);
+        }
+    }
+
     pub fn set_panic_on_open(&self, panic: bool) {
         self.world.lock().unwrap().panic_on_open = panic;
     }
 
-    /// `ESRCH` for an event on a thread that has exited.
+    /// `ESRCH` for an event on a thread that has exited, `ENODEV` for a
+    /// CPU-wide event on an offline CPU.
     fn check_target(&self, target: Target, event: HostEvent, cpu: u32) -> Result<(), BackendError> {
+        if target == Target::AllTasks && self.world.lock().unwrap().offline.contains(&cpu) {
+            return Err(BackendError::Open {
+                event,
+                cpu,
+                errno: nix::errno::Errno::ENODEV,
+            });
+        }
         match target {
             Target::Thread(tid) if self.world.lock().unwrap().exited.contains(&tid) => {
                 Err(BackendError::Open {

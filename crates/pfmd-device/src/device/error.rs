@@ -25,6 +25,9 @@ pub enum DeviceError {
     NoSpace(String),
     #[error("no such device: {0}")]
     NoDevice(String),
+    /// The CPU a ONE open counts is offline (docs/device.md §2).
+    #[error("CPU offline: {0}")]
+    CpuOffline(String),
     /// The request hit a bug in pfmd (a panic); the daemon goes on.
     #[error("internal error: {0}")]
     Internal(String),
@@ -50,6 +53,7 @@ impl DeviceError {
             Self::NoMemory(_) => Errno::ENOMEM,
             Self::NoSpace(_) => Errno::ENOSPC,
             Self::NoDevice(_) => Errno::ENODEV,
+            Self::CpuOffline(_) => Errno::ENXIO,
             Self::Internal(_) => Errno::EIO,
             Self::Host(_, errno) => *errno,
         }
@@ -67,6 +71,7 @@ impl DeviceError {
             Self::NoMemory(_) => "ENOMEM",
             Self::NoSpace(_) => "ENOSPC",
             Self::NoDevice(_) => "ENODEV",
+            Self::CpuOffline(_) => "ENXIO",
             Self::Internal(_) => "EIO",
             Self::Host(..) => "host errors",
         }

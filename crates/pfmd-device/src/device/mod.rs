@@ -16,6 +16,7 @@ pub mod budget;
 mod counters;
 mod error;
 mod histogram;
+mod hotplug;
 pub mod memory;
 mod open_file;
 mod profiling;
@@ -57,6 +58,7 @@ pub struct DeviceConfig {
     pub cpu_khz: u64,
     /// `sysconf(_SC_NPROCESSORS_CONF)`: the length of an EACH-mode array.
     pub configured_cpus: usize,
+    /// The CPUs online at start; [`Device::cpus_changed`] follows them.
     pub online_cpus: Vec<u32>,
     pub policy: SecurityPolicy,
     pub event_map: EventMap,
@@ -121,6 +123,8 @@ pub struct Device {
     next_id: AtomicU64,
     store: Store,
     budgets: budget::Budgets,
+    /// The CPUs online now, in order.
+    online: RwLock<Vec<u32>>,
 }
 
 /// Locks `mutex`, taking over a lock a panicking request left behind: the
@@ -163,12 +167,21 @@ impl Device {
         Device {
             store: Store::new(slots, model.first_periods),
             budgets: budget::Budgets::new(config.limits.clone()),
-            config,
             model,
             backend,
             files: RwLock::new(HashMap::new()),
             next_id: AtomicU64::new(1),
+            online: RwLock::new(config.online_cpus.clone()),
+            config,
         }
+    }
+
+    /// The CPUs online now, in order.
+    pub fn online_cpus(&self) -> Vec<u32> {
+        self.online
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     pub fn config(&self) -> &DeviceConfig {
@@ -199,8 +212,9 @@ impl Device {
         let mode = OpenMode::from_open_flags(flags);
         // A device held by another open is refused before anything costs:
         // a loop of refused opens reads no /proc and probes nothing.
+        let online = self.online_cpus();
         if mode != OpenMode::One
-            && let Some(holder) = self.store.holders_of(&self.config.online_cpus).first()
+            && let Some(holder) = self.store.holders_of(&online).first()
         {
             return Err(DeviceError::Busy(format!(
                 "the device is held by another open ({holder})"
@@ -211,7 +225,7 @@ impl Device {
         let creds = caller.credentials()?;
         let cpus = match mode {
             OpenMode::One => match creds.cpus_allowed.as_slice() {
-                [cpu] if self.config.online_cpus.contains(cpu) => vec![*cpu],
+                [cpu] if online.contains(cpu) => vec![*cpu],
                 allowed => {
                     return Err(DeviceError::invalid(format!(
                         "PCNTOPENONE needs the caller bound to exactly one CPU; tid {} may run on {allowed:?}",
@@ -219,7 +233,7 @@ impl Device {
                     )));
                 }
             },
-            OpenMode::Each | OpenMode::All => self.config.online_cpus.clone(),
+            OpenMode::Each | OpenMode::All => online,
         };
         // A device held by another open is refused before the probe, which
         // sleeps: a loop of refused opens must cost nothing.
@@ -306,7 +320,7 @@ impl Device {
                 Ok(creds) => creds.cpus_allowed.clone(),
                 Err(_) => return false,
             },
-            OpenMode::Each | OpenMode::All => self.config.online_cpus.clone(),
+            OpenMode::Each | OpenMode::All => self.online_cpus(),
         };
         // No holder any more: the release landed between the refusal and
         // now, and a retry succeeds at once.
@@ -417,8 +431,7 @@ impl Device {
             .max(size_of::<pfm_abi::PfCntrsEv6>())
             .max(size_of::<pfm_abi::PfCntrs>());
         let online_slots = self
-            .config
-            .online_cpus
+            .online_cpus()
             .iter()
             .max()
             .map_or(0, |&c| c as usize + 1);
@@ -471,6 +484,7 @@ impl Device {
         let slot = self.file(id)?;
         slot.closing.store(false, Ordering::Relaxed);
         let mut file = lock(&slot.file);
+        self.check_cpu_online(&file, &request)?;
         Session {
             device: self,
             file: &mut file,

@@ -488,17 +488,28 @@ impl OpenFile {
     /// CPU and target, holding every host event the counting counters need,
     /// so formulas see one consistent read; and the samplers. They run only
     /// while the open is enabled.
+    /// Only CPUs in `online` get host events (the kernel has none for an
+    /// offline CPU); the others keep their counts until they come back
+    /// (`hotplug`).
     pub fn start_counting(
         &mut self,
         backend: &dyn Backend,
         budgets: &Budgets,
         khz: u64,
+        online: &[u32],
     ) -> Result<(), DeviceError> {
         debug_assert!(self.host.groups.is_empty() && self.host.samplers.is_empty());
+        let cpus: Vec<u32> = self
+            .opener
+            .cpus
+            .iter()
+            .copied()
+            .filter(|c| online.contains(c))
+            .collect();
         let result = self
-            .charge_host_events(backend, budgets)
-            .and_then(|()| self.start_groups(backend))
-            .and_then(|()| self.start_samplers(backend, khz));
+            .charge_host_events(backend, budgets, cpus.len())
+            .and_then(|()| self.start_groups(backend, &cpus))
+            .and_then(|()| self.start_samplers(backend, khz, &cpus));
         if result.is_err() {
             self.host.groups.clear();
             self.host.samplers.clear();
@@ -513,8 +524,9 @@ impl OpenFile {
         &mut self,
         backend: &dyn Backend,
         budgets: &Budgets,
+        cpus: usize,
     ) -> Result<(), DeviceError> {
-        let places = (self.targets().len() * self.opener.cpus.len()) as u64;
+        let places = (self.targets().len() * cpus) as u64;
         let mut events: Vec<HostEvent> = Vec::new();
         if self.settings.items.contains(Items::COUNTERS) {
             for selected in self.settings.counters.iter().flatten() {
@@ -551,7 +563,12 @@ impl OpenFile {
 
     /// One sampler per enabled counter, CPU and target: each sample is one
     /// counter interrupt for the IPL histogram and the profile.
-    fn start_samplers(&mut self, backend: &dyn Backend, khz: u64) -> Result<(), DeviceError> {
+    fn start_samplers(
+        &mut self,
+        backend: &dyn Backend,
+        khz: u64,
+        cpus: &[u32],
+    ) -> Result<(), DeviceError> {
         if !self.sampling_wanted() {
             return Ok(());
         }
@@ -594,7 +611,7 @@ impl OpenFile {
                 .user_only(modes.user && !modes.kernel && !modes.hypervisor),
             );
             for target in self.targets() {
-                for &cpu in &self.opener.cpus.clone() {
+                for &cpu in cpus {
                     let spec = SamplerSpec {
                         target,
                         cpu,
@@ -620,7 +637,7 @@ impl OpenFile {
         Ok(())
     }
 
-    fn start_groups(&mut self, backend: &dyn Backend) -> Result<(), DeviceError> {
+    fn start_groups(&mut self, backend: &dyn Backend, cpus: &[u32]) -> Result<(), DeviceError> {
         if !self.settings.items.contains(Items::COUNTERS) {
             return Ok(());
         }
@@ -642,7 +659,7 @@ impl OpenFile {
             ));
         }
         for target in self.targets() {
-            for &cpu in &self.opener.cpus.clone() {
+            for &cpu in cpus {
                 let spec = GroupSpec {
                     target,
                     cpu,

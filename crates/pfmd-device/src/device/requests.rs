@@ -216,6 +216,7 @@ impl Session<'_> {
         let relaxed = std::sync::atomic::Ordering::Relaxed;
         info.pi_lost_samples = file.sampled.histograms.lost.load(relaxed);
         info.pi_throttled = file.sampled.histograms.throttled.load(relaxed);
+        info.pi_online = device.online_cpus().len() as u64;
         info
     }
 }

@@ -103,8 +103,13 @@ impl Session<'_> {
         if built {
             file.stop_counting(khz)?;
         }
-        if let Err(e) = file.start_counting(self.device.backend.as_ref(), &self.device.budgets, khz)
-        {
+        let online = self.device.online_cpus();
+        if let Err(e) = file.start_counting(
+            self.device.backend.as_ref(),
+            &self.device.budgets,
+            khz,
+            &online,
+        ) {
             // The settings stay; counting resumes at the next PCNTRENABLE.
             file.settings.enabled = false;
             return Err(e);

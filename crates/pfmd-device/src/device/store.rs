@@ -124,6 +124,22 @@ impl Store {
         Ok(Checkout { tallies, state })
     }
 
+    /// Marks `cpu` (one that came online) held by `id` as well, its counts
+    /// cleared: the open's counts of it start when it joins, whatever an
+    /// earlier open left there (the open may have cleared its own since).
+    /// `None` when another open holds it or it has no slot.
+    pub fn join(&self, id: FileId, uid: u32, cpu: u32, now_cycles: u64) -> Option<CpuTally> {
+        let mut inner = lock(&self.inner);
+        let slot = inner.cpus.get_mut(cpu as usize)?;
+        if slot.holder.is_some() {
+            return None;
+        }
+        slot.holder = Some(id);
+        slot.tally.clear(now_cycles);
+        slot.owner = Some(uid);
+        Some(slot.tally)
+    }
+
     /// Takes back the counts of `cpus` from the open `id` and frees them.
     pub fn check_in(&self, id: FileId, uid: u32, cpus: &[u32], tallies: &[CpuTally]) {
         let mut inner = lock(&self.inner);

@@ -27,12 +27,41 @@ pub fn device_with_limits(
     paranoid: i32,
     limits: Limits,
 ) -> Device {
+    build(model, backend, paranoid, limits, 2, vec![0, 1])
+}
+
+/// As [`device`], with `configured` CPUs of which `online` are online.
+pub fn device_with_cpus(
+    model: Implementation,
+    backend: &MockBackend,
+    paranoid: i32,
+    configured: usize,
+    online: Vec<u32>,
+) -> Device {
+    build(
+        model,
+        backend,
+        paranoid,
+        Limits::default(),
+        configured,
+        online,
+    )
+}
+
+fn build(
+    model: Implementation,
+    backend: &MockBackend,
+    paranoid: i32,
+    limits: Limits,
+    configured_cpus: usize,
+    online_cpus: Vec<u32>,
+) -> Device {
     Device::new(
         DeviceConfig {
             implementation: model,
             cpu_khz: KHZ_1GHZ,
-            configured_cpus: 2,
-            online_cpus: vec![0, 1],
+            configured_cpus,
+            online_cpus,
             policy: SecurityPolicy {
                 allow_gid: None,
                 paranoid_override: Some(paranoid),

@@ -39,6 +39,8 @@ pub fn run(args: &Args) -> Result<(), StartError> {
     );
     let backend = Arc::new(PerfBackend::probe());
     let device = Arc::new(Device::new(config, backend));
+    super::hotplug::follow_cpus(Arc::clone(&device))
+        .map_err(StartError::io("starting the CPU hotplug thread"))?;
 
     let transport = start_transport(args, device)?;
     tracing::info!(

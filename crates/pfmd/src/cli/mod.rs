@@ -2,6 +2,7 @@
 
 mod daemon;
 mod host;
+mod hotplug;
 mod listing;
 
 use clap::{Parser, ValueEnum};

@@ -4,4 +4,5 @@ mod core;
 mod ev5;
 mod ev6;
 mod hostile;
+mod hotplug;
 mod sampling;
