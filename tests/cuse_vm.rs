@@ -539,6 +539,61 @@ kill -TERM $PF; wait $PF
 run log cat /tmp/hp.log
 "#;
 
+/// The errno contract and per-CPU arrays on eight vCPUs, and with a hole in
+/// the CPU list (issue 17's test bed): the conformance program as root and
+/// as nobody, and `ev4count -each` with every CPU, then with CPU 5 offline.
+const EIGHT_VCPUS: &str = r#"
+echo 'nobody:x:65534:65534:nobody:/:/bin/sh' >> /etc/passwd
+echo 'nogroup:x:65534:' >> /etc/group
+echo 2 > /proc/sys/kernel/perf_event_paranoid
+RUST_LOG=info pfmd --transport cuse --dev-link none --cpu-mhz 2000 2>/tmp/p8.log &
+PF=$!
+wait_ready /tmp/p8.log
+run errno_root errno_contract
+run errno_nobody su -s /bin/sh nobody -c errno_contract
+run each ev4count -each -ms 100
+echo 0 > /sys/devices/system/cpu/cpu5/online
+i=0; while ! grep -qF "went=[5]" /tmp/p8.log && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done
+run each_hole ev4count -each -ms 100
+run all_hole ev4count -all -ms 100
+kill -TERM $PF; wait $PF
+run log cat /tmp/p8.log
+"#;
+
+#[test]
+fn errno_contract_and_each_arrays_on_eight_vcpus() {
+    let test = "errno_contract_and_each_arrays_on_eight_vcpus";
+    let Some(stdout) = run_in_vm(test, EIGHT_VCPUS, 400, 8, &[]) else {
+        return;
+    };
+    let steps = Steps::parse(&stdout).steps;
+    let log = steps.get("log").map(|s| s.out.clone()).unwrap_or_default();
+    let step = |name: &str| -> Step {
+        steps
+            .get(name)
+            .cloned()
+            .unwrap_or_else(|| panic!("no step {name}:\n{stdout}"))
+    };
+    for name in ["errno_root", "errno_nobody"] {
+        assert!(zero_failed(&step(name)), "{name}: {:?}\n{log}", step(name));
+    }
+    let each = per_cpu(&step("each"));
+    assert_eq!(each.len(), 8, "{each:?}");
+    assert!(each.iter().all(|(_, n)| *n > 0), "{each:?}\n{log}");
+    let hole = per_cpu(&step("each_hole"));
+    assert_eq!(
+        hole.len(),
+        8,
+        "an EACH array keeps every configured CPU: {hole:?}"
+    );
+    for (cpu, n) in &hole {
+        assert_eq!(*n == 0, cpu == "5", "cpu {cpu}: {hole:?}\n{log}");
+    }
+    let all = per_cpu(&step("all_hole"));
+    assert!(all.first().is_some_and(|(_, n)| *n > 0), "{all:?}");
+    eprintln!("{test}: each {each:?}; with CPU 5 offline {hole:?}");
+}
+
 /// The `cpu=N pf_cntr0=X` rows of an `ev4count` run.
 fn per_cpu(step: &Step) -> Vec<(String, u64)> {
     step.out
