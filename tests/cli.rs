@@ -76,7 +76,7 @@ fn print_event_map_round_trips_through_event_map() {
 }
 
 #[test]
-fn notifies_systemd_when_ready() {
+fn notifies_systemd_when_ready_stopping_and_on_the_watchdog() {
     if !can_run() {
         return;
     }
@@ -86,14 +86,41 @@ fn notifies_systemd_when_ready() {
     socket
         .set_read_timeout(Some(Duration::from_secs(20)))
         .unwrap();
-    let daemon = Daemon::start_env(&[], &[("NOTIFY_SOCKET", socket_path.as_os_str())]);
-    let mut buf = [0u8; 64];
+    // A watchdog of 0.2 s: pings every 0.1 s.
+    let mut daemon = Daemon::start_env(
+        &[],
+        &[
+            ("NOTIFY_SOCKET", socket_path.as_os_str()),
+            ("WATCHDOG_USEC", std::ffi::OsStr::new("200000")),
+        ],
+    );
+    let mut buf = [0u8; 512];
     let n = socket.recv(&mut buf).expect("READY=1 on $NOTIFY_SOCKET");
-    assert_eq!(&buf[..n], b"READY=1");
+    let message = String::from_utf8_lossy(&buf[..n]).into_owned();
+    let lines: Vec<&str> = message.lines().collect();
+    assert_eq!(lines[0], "READY=1", "{message}");
+    assert!(
+        lines[1].starts_with("STATUS=serving ") && lines[1].contains("model ev4"),
+        "{message}"
+    );
     assert!(
         std::fs::metadata(&daemon.device).is_ok(),
         "the device exists once ready"
     );
+    let mut next = || {
+        let n = socket.recv(&mut buf).expect("a message on $NOTIFY_SOCKET");
+        String::from_utf8_lossy(&buf[..n]).into_owned()
+    };
+    assert_eq!(
+        next(),
+        "WATCHDOG=1\n",
+        "the watchdog the environment asked for"
+    );
+    assert!(daemon.stop().success(), "{}", daemon.log());
+    let stopping = std::iter::repeat_with(next)
+        .find(|m| m != "WATCHDOG=1\n")
+        .unwrap();
+    assert_eq!(stopping, "STOPPING=1\nSTATUS=stopping\n");
 }
 
 #[test]

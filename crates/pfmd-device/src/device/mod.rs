@@ -176,6 +176,11 @@ impl Device {
         }
     }
 
+    /// Open files now (takes the open table's lock: a liveness probe).
+    pub fn open_count(&self) -> usize {
+        self.files.read().unwrap_or_else(|e| e.into_inner()).len()
+    }
+
     /// The CPUs online now, in order.
     pub fn online_cpus(&self) -> Vec<u32> {
         self.online

@@ -38,7 +38,10 @@ pub fn run(args: &Args) -> Result<(), StartError> {
         "starting"
     );
     let backend = Arc::new(PerfBackend::probe());
+    let model = config.implementation;
     let device = Arc::new(Device::new(config, backend));
+    super::systemd::start_watchdog(Arc::clone(&device))
+        .map_err(StartError::io("starting the watchdog thread"))?;
     super::hotplug::follow_cpus(Arc::clone(&device))
         .map_err(StartError::io("starting the CPU hotplug thread"))?;
 
@@ -53,13 +56,23 @@ pub fn run(args: &Args) -> Result<(), StartError> {
     if let Some(link) = &link {
         make_link(link, &device_path)?;
     }
-    notify_ready();
-    tracing::info!(device = %link.as_deref().unwrap_or(&device_path).display(), "pfmd ready");
+    let served = link
+        .as_deref()
+        .unwrap_or(&device_path)
+        .display()
+        .to_string();
+    super::systemd::ready(&format!(
+        "serving {served} over {}, model {}",
+        transport.describe(),
+        model
+    ));
+    tracing::info!(device = %served, "pfmd ready");
 
     let signal = stop
         .wait()
         .map_err(|e| StartError::Config(format!("waiting for signals: {e}")))?;
     tracing::info!(%signal, "stopping");
+    super::systemd::stopping();
     if let Some(link) = &link {
         remove_link(link, &device_path);
     }
@@ -203,23 +216,5 @@ fn remove_link(link: &Path, target: &Path) {
         && let Err(e) = std::fs::remove_file(link)
     {
         tracing::warn!(link = %link.display(), "cannot remove device link: {e}");
-    }
-}
-
-/// `READY=1` to systemd's `$NOTIFY_SOCKET` (Type=notify), when set.
-fn notify_ready() {
-    use std::os::linux::net::SocketAddrExt;
-    use std::os::unix::net::{SocketAddr, UnixDatagram};
-    let Some(path) = std::env::var_os("NOTIFY_SOCKET") else {
-        return;
-    };
-    let bytes = path.as_encoded_bytes();
-    let addr = match bytes.strip_prefix(b"@") {
-        Some(name) => SocketAddr::from_abstract_name(name),
-        None => SocketAddr::from_pathname(Path::new(&path)),
-    };
-    let sent = addr.and_then(|addr| UnixDatagram::unbound()?.send_to_addr(b"READY=1", &addr));
-    if let Err(e) = sent {
-        tracing::warn!("cannot notify systemd: {e}");
     }
 }

@@ -4,6 +4,7 @@ mod daemon;
 mod host;
 mod hotplug;
 mod listing;
+mod systemd;
 
 use clap::{Parser, ValueEnum};
 use std::io::IsTerminal;
