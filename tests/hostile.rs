@@ -1206,22 +1206,57 @@ fn stores_into_a_stalled_page_stall_only_their_caller(extra: &[&str]) {
     no_bugs(&daemon);
 }
 
-/// Threads of the daemon's store helper (its child named `pfmd-stores`).
-fn store_helper_threads(daemon: i32) -> usize {
+/// The daemon's store helper: its child named `pfmd-stores`.
+fn store_helper(daemon: i32) -> i32 {
     let children = std::fs::read_dir(format!("/proc/{daemon}/task"))
         .unwrap()
         .flat_map(|task| std::fs::read_to_string(task.unwrap().path().join("children")))
         .collect::<String>();
-    let helper = children
+    children
         .split_whitespace()
         .find(|pid| {
             std::fs::read_to_string(format!("/proc/{pid}/comm"))
                 .is_ok_and(|comm| comm.trim() == "pfmd-stores")
         })
-        .unwrap_or_else(|| panic!("no store helper among {daemon}'s children {children:?}"));
-    std::fs::read_dir(format!("/proc/{helper}/task"))
+        .and_then(|pid| pid.parse().ok())
+        .unwrap_or_else(|| panic!("no store helper among {daemon}'s children {children:?}"))
+}
+
+/// Threads of the daemon's store helper.
+fn store_helper_threads(daemon: i32) -> usize {
+    std::fs::read_dir(format!("/proc/{}/task", store_helper(daemon)))
         .unwrap()
         .count()
+}
+
+/// A store helper that dies (here: SIGKILL) leaves pointer ioctls with no
+/// one to store them: the daemon says so and ends with an error status, so
+/// that its unit restarts it, over classic FUSE and io_uring.
+#[test]
+fn a_store_helper_that_dies_ends_the_daemon_with_an_error() {
+    let test = "a_store_helper_that_dies_ends_the_daemon_with_an_error";
+    if !prerequisites(test, BASE) {
+        return;
+    }
+    let _serial = serial();
+    for extra in [["--fuse-uring", "off"], ["--fuse-uring", "on"]] {
+        let guard = (extra[1] == "on").then(common::EnableUring::set);
+        let mut daemon = Daemon::start(&extra);
+        drop(guard);
+        let helper = store_helper(daemon.pid());
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(helper),
+            nix::sys::signal::Signal::SIGKILL,
+        )
+        .unwrap();
+        let status = daemon.wait();
+        assert!(!status.success(), "{extra:?}: {status}\n{}", daemon.log());
+        assert!(
+            daemon.log().contains("the store helper died"),
+            "{extra:?}: {}",
+            daemon.log()
+        );
+    }
 }
 
 #[test]

@@ -182,7 +182,8 @@ fn seqpacket_pair() -> io::Result<(OwnedFd, OwnedFd)> {
 /// the helper exits once its links are closed too.
 pub struct StoreHelper {
     control: OwnedFd,
-    child: Child,
+    /// Until [`StoreHelper::watch`] takes it.
+    child: Option<Child>,
 }
 
 impl StoreHelper {
@@ -209,7 +210,29 @@ impl StoreHelper {
         let child = command.spawn()?;
         drop(theirs);
         tracing::debug!(pid = child.id(), "store helper started");
-        Ok(StoreHelper { control, child })
+        Ok(StoreHelper {
+            control,
+            child: Some(child),
+        })
+    }
+
+    /// Runs `on_exit` on a thread of its own when the helper process ends
+    /// (and reaps it): after pfmd stopped it, or because it died.
+    pub fn watch(
+        &mut self,
+        on_exit: impl FnOnce(std::process::ExitStatus) + Send + 'static,
+    ) -> io::Result<()> {
+        let Some(mut child) = self.child.take() else {
+            return Ok(());
+        };
+        std::thread::Builder::new()
+            .name("pfm-store-watch".into())
+            .spawn(move || {
+                if let Ok(status) = child.wait() {
+                    on_exit(status);
+                }
+            })
+            .map(drop)
     }
 
     /// A new link to the helper, its threads pinned to `cpu` when given
@@ -249,11 +272,10 @@ impl Drop for StoreHelper {
         // Closing the control socket tells the helper to leave once its
         // links are closed; a thread stuck in a caller's page keeps it
         // (and only it) until that page arrives. Reap it if it is gone.
-        if let Ok(None) = self.child.try_wait() {
-            tracing::debug!(
-                pid = self.child.id(),
-                "store helper left to exit on its own"
-            );
+        if let Some(child) = &mut self.child
+            && let Ok(None) = child.try_wait()
+        {
+            tracing::debug!(pid = child.id(), "store helper left to exit on its own");
         }
     }
 }

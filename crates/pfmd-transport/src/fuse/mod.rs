@@ -44,6 +44,7 @@
 //! `on_lost`: the daemon then stops with an error, so its unit restarts it.
 
 pub mod conn;
+mod entries;
 pub mod queue;
 pub mod ring;
 
@@ -251,7 +252,8 @@ impl FuseTransport {
             want_uring = false;
         }
         prepare_mountpoint(&options.mountpoint)?;
-        let stores = StoreHelper::spawn().map_err(FuseError::io("starting the store helper"))?;
+        let mut stores =
+            StoreHelper::spawn().map_err(FuseError::io("starting the store helper"))?;
         let dev = conn::mount_device(&options.mountpoint)?;
         let mut transport = FuseTransport {
             mountpoint: options.mountpoint.clone(),
@@ -264,8 +266,20 @@ impl FuseTransport {
                 lost: AtomicBool::new(false),
                 on_lost: Box::new(on_lost),
             }),
-            stores: Some(stores),
+            stores: None,
         };
+        // A helper that dies while pfmd serves leaves pointer ioctls
+        // unanswerable: the daemon ends, and its unit restarts it.
+        let life = Arc::clone(&transport.life);
+        stores
+            .watch(move |status| {
+                if !life.stopping.load(Ordering::SeqCst) {
+                    tracing::error!(%status, "the store helper died");
+                }
+                life.thread_ended("the store helper");
+            })
+            .map_err(FuseError::io("watching the store helper"))?;
+        transport.stores = Some(stores);
         let negotiated = conn::handshake(&dev, want_uring)?;
         if want_uring && !negotiated.uring && !auto {
             return Err(FuseError::NotOffered);

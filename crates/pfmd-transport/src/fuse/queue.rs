@@ -15,6 +15,7 @@
 //! [`WAITING_PER_USER`] for one user; a store past either is `EAGAIN`.
 
 use super::FuseError;
+use super::entries::Entries;
 use super::ring;
 use crate::abi::*;
 use crate::device::{DeviceError, FileId};
@@ -104,53 +105,6 @@ impl OpenReply for RingReply {
     }
 }
 
-/// One entry's buffers, shared with the kernel from REGISTER or
-/// COMMIT_AND_FETCH until that command completes; reached only through raw
-/// pointers, and only while the kernel does not hold them.
-struct Entry {
-    header: *mut FuseUringReqHeader,
-    payload: *mut [u8],
-    /// `iov[0]` → header, `iov[1]` → payload: what `sqe->addr` points at.
-    iovecs: *mut [libc::iovec; 2],
-}
-
-impl Entry {
-    fn new(payload_len: usize) -> Entry {
-        let header = Box::into_raw(Box::new(FuseUringReqHeader::default()));
-        let payload = Box::into_raw(vec![0u8; payload_len].into_boxed_slice());
-        let iovecs = Box::into_raw(Box::new([
-            libc::iovec {
-                iov_base: header.cast(),
-                iov_len: size_of::<FuseUringReqHeader>(),
-            },
-            libc::iovec {
-                iov_base: payload.cast(),
-                iov_len: payload_len,
-            },
-        ]));
-        Entry {
-            header,
-            payload,
-            iovecs,
-        }
-    }
-
-    /// Frees the buffers.
-    ///
-    /// # Safety
-    /// The kernel must not hold the entry: never registered, or its last
-    /// command completed without re-arming it.
-    unsafe fn free(self) {
-        // SAFETY: the pointers came from Box::into_raw in `new` and are
-        // freed once; the caller guarantees the kernel is done with them.
-        unsafe {
-            drop(Box::from_raw(self.header));
-            drop(Box::from_raw(self.payload));
-            drop(Box::from_raw(self.iovecs));
-        }
-    }
-}
-
 /// What one ring thread shares with the rest of the transport.
 pub struct Shared {
     pub dev: Arc<File>,
@@ -198,39 +152,43 @@ pub fn serve(shared: Shared, spec: QueueSpec, ready: Sender<Result<(), FuseError
         }
     };
     let fd = shared.dev.as_raw_fd();
-    let entries: Vec<Entry> = (0..spec.entries)
-        .map(|_| Entry::new(super::conn::RING_PAYLOAD))
-        .collect();
-    for (index, entry) in entries.iter().enumerate() {
+    let mut entries = Entries::new(spec.entries, super::conn::RING_PAYLOAD);
+    for index in 0..entries.len() {
         let sqe = ring::command(
             fd,
             FUSE_IO_URING_CMD_REGISTER,
             spec.qid,
             0,
-            entry.iovecs as u64,
+            entries.lend(index),
             index as u64,
         );
         // SAFETY: the SQE points at the entry's iovecs and through them its
-        // buffers, which stay allocated until the kernel gives the entry
-        // back (a completion with an error), or forever.
+        // buffers, lent to the kernel until its command completes.
         unsafe { ring.submission().push(&sqe) }.expect("the ring has a slot per entry");
     }
     // REGISTER is issued within the submit; a refusal completes at once,
     // success only when a request arrives.
-    let refused = ring
-        .submit()
-        .map_err(|e| fail("submitting REGISTER", e))
-        .and_then(|_| match ring.completion().find(|c| c.result() < 0) {
-            Some(c) => Err(fail(
-                "FUSE_IO_URING_CMD_REGISTER",
-                io::Error::from_raw_os_error(-c.result()),
-            )),
-            None => Ok(()),
-        });
-    if let Err(e) = refused {
+    let refused = match ring.submit() {
+        Err(e) => Some(fail("submitting REGISTER", e)),
+        Ok(_) => {
+            let mut refused = None;
+            for c in ring.completion() {
+                if c.result() < 0 {
+                    entries.returned(c.user_data() as usize);
+                    refused.get_or_insert_with(|| {
+                        fail(
+                            "FUSE_IO_URING_CMD_REGISTER",
+                            io::Error::from_raw_os_error(-c.result()),
+                        )
+                    });
+                }
+            }
+            refused
+        }
+    };
+    if let Some(e) = refused {
         let _ = ready.send(Err(e));
-        // Some entries may be registered: the kernel may still write them.
-        std::mem::forget(entries);
+        // Entries the kernel kept stay allocated (`Entries`' Drop).
         return false;
     }
     let _ = ready.send(Ok(()));
@@ -252,16 +210,15 @@ pub fn serve(shared: Shared, spec: QueueSpec, ready: Sender<Result<(), FuseError
     // Entries the kernel holds or whose answer is on its way here. Once
     // only waiting ones are left, the kernel has let go of the others
     // (the connection ended) and no answer is wanted any more.
-    let mut live = queue.entries.len();
-    while live > queue.waiting_count() {
+    while queue.entries.lent() > 0 {
         match queue.ring.submit_and_wait(1) {
             Ok(_) => {}
             Err(e) if matches!(e.raw_os_error(), Some(libc::EINTR | libc::EBUSY)) => continue,
             Err(e) => {
                 tracing::error!(qid = spec.qid, "io_uring_enter: {e}");
-                // The kernel may still hold entries and the receive buffer.
-                std::mem::forget(queue.entries);
-                std::mem::forget(queue.results);
+                // The kernel may still hold the receive buffer; lent
+                // entries stay allocated (`Entries`' Drop).
+                std::mem::forget(std::mem::take(&mut queue.results));
                 return true;
             }
         }
@@ -298,9 +255,9 @@ pub fn serve(shared: Shared, spec: QueueSpec, ready: Sender<Result<(), FuseError
                         queue.commit_waiting(done.tag as usize, &reply);
                         queue.arm_receive(link);
                     }
-                    // The helper is gone: stores handed to it are never
-                    // answered, and the daemon ends (docs/device.md §8).
-                    Err(e) => tracing::error!(qid = spec.qid, "store helper link: {e}"),
+                    // The helper left: pfmd is stopping, or it died and its
+                    // watcher ends the daemon (docs/device.md §8).
+                    Err(e) => tracing::debug!(qid = spec.qid, "store helper link: {e}"),
                 }
                 continue;
             }
@@ -318,6 +275,7 @@ pub fn serve(shared: Shared, spec: QueueSpec, ready: Sender<Result<(), FuseError
                 continue;
             }
             let index = tag as usize;
+            queue.entries.returned(index);
             if result < 0 {
                 // ENOTCONN: unmounted; the kernel has let go of the entry.
                 if result != -libc::ENOTCONN {
@@ -327,7 +285,6 @@ pub fn serve(shared: Shared, spec: QueueSpec, ready: Sender<Result<(), FuseError
                         io::Error::from_raw_os_error(-result)
                     );
                 }
-                live -= 1;
                 continue;
             }
             queue.serve_entry(index, &shared, &mailbox);
@@ -337,12 +294,8 @@ pub fn serve(shared: Shared, spec: QueueSpec, ready: Sender<Result<(), FuseError
     if queue.receiving && !queue.cancel_receive() {
         std::mem::forget(std::mem::take(&mut queue.results));
     }
-    for entry in queue.entries {
-        // SAFETY: every command completed (with an error, or with a
-        // request whose answer was still waiting when the connection
-        // ended) and none was re-armed: the kernel holds no entry.
-        unsafe { entry.free() };
-    }
+    // Every entry is back (its command completed with an error, or with a
+    // request whose answer still waits): `Entries`' Drop frees them.
     true
 }
 
@@ -362,7 +315,7 @@ struct Queue {
     ring: IoUring<squeue::Entry128, cqueue::Entry>,
     fd: i32,
     qid: u16,
-    entries: Vec<Entry>,
+    entries: Entries,
     request: Vec<u8>,
     /// For each entry whose answer waits (the open waiter's or the store
     /// helper's), the user it waits for.
@@ -465,11 +418,14 @@ impl Queue {
 
     /// Answers the request the kernel put in entry `index`.
     fn serve_entry(&mut self, index: usize, shared: &Shared, mailbox: &Arc<Mailbox>) {
-        let entry = &self.entries[index];
-        // SAFETY: the entry's command completed, so until we submit it
-        // again the kernel neither reads nor writes its buffers, and
-        // nothing else in this process refers to them.
-        let (header, payload) = unsafe { (&*entry.header, &*entry.payload) };
+        let Some((header, payload)) = self.entries.buffers(index) else {
+            tracing::error!(
+                qid = self.qid,
+                index,
+                "a request in an entry the kernel holds"
+            );
+            return;
+        };
         let commit_id = ring::commit_id(header);
         let reply = match ring::request_into(header, payload, &mut self.request) {
             Ok(()) => match shared.handler.answer(&self.request) {
@@ -523,11 +479,14 @@ impl Queue {
     /// Puts `reply` into entry `index` and hands the entry back to the
     /// kernel with COMMIT_AND_FETCH.
     fn commit(&mut self, index: usize, reply: &[u8]) {
-        let entry = &self.entries[index];
-        // SAFETY: the kernel does not hold the entry (its command
-        // completed and it has not been re-armed since), and only this
-        // thread touches its buffers.
-        let (header, payload) = unsafe { (&mut *entry.header, &mut *entry.payload) };
+        let Some((header, payload)) = self.entries.buffers_mut(index) else {
+            tracing::error!(
+                qid = self.qid,
+                index,
+                "a reply for an entry the kernel holds"
+            );
+            return;
+        };
         let commit_id = ring::commit_id(header);
         if let Err(e) = ring::reply_into(reply, header, payload) {
             tracing::error!(qid = self.qid, "{e}");
@@ -539,7 +498,7 @@ impl Queue {
             FUSE_IO_URING_CMD_COMMIT_AND_FETCH,
             self.qid,
             commit_id,
-            entry.iovecs as u64,
+            self.entries.lend(index),
             index as u64,
         );
         // SAFETY: as for REGISTER; the kernel holds the entry again.
