@@ -402,8 +402,9 @@ fn unprivileged_callers_get_eacces_for_logall_and_count_their_own_threads() {
     let out = as_nobody(&["-ms", "10"]);
     if paranoid > 0 {
         assert!(!out.status.success(), "{}", text(&out));
+        let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(
-            String::from_utf8_lossy(&out.stderr).contains("EACCES"),
+            stderr.contains("EACCES") && stderr.contains("-select counts this command only"),
             "{}",
             text(&out)
         );

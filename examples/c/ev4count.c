@@ -396,8 +396,16 @@ main(int argc, char **argv)
 	FIOCTL(PCNTSETMUX, &iccsr);
 	if (select)
 		IOCTL(PCNTLOGSELECT, 0);
-	else
-		IOCTL(PCNTLOGALL, 0);
+	else if (ioctl(fd, PCNTLOGALL, 0) < 0) {
+		int e = errno;
+
+		if (e == EACCES)
+			fprintf(stderr, "%s: counting the whole system needs privilege "
+			    "(perf_event_paranoid <= 0, CAP_PERFMON or pfmd --allow-group); "
+			    "-select counts this command only\n", prog);
+		errno = e;
+		die("PCNTLOGALL");
+	}
 	IOCTL(PCNTCLEARCNT, 0);
 	IOCTL(PCNTRENABLE, 0);
 
