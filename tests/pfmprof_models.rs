@@ -36,7 +36,7 @@
 mod common;
 
 use common::{Daemon, can_run, run, text};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 /// The nominal clock the daemons are started with.
@@ -325,6 +325,114 @@ fn another_models_event_is_refused_naming_the_daemons_model() {
 /// The first event of `model` this host cannot count, from `pfmd
 /// --list-events --json` (the test then does not depend on the host's
 /// PMU), preferring `preferred`.
+/// A live profile in the formats other tools read (issue 18): folded stacks
+/// on standard output (the program's own output stays on its stderr), the
+/// raw file's report again as pprof (decoded as pprof's protobuf) and as a
+/// flame graph (parsed as XML); all three sum to the JSON report's
+/// interrupts, and hot is the hottest function in each.
+#[test]
+fn a_live_profile_exports_folded_pprof_and_svg() {
+    if !can_run() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let raw = dir.path().join("raw");
+    let (out, log) = pfmprof_on(
+        "ev4",
+        Who::Root,
+        &["--format", "folded", "-o", raw.to_str().unwrap()],
+    );
+    assert!(out.status.success(), "{}\n{log}", text(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        !stdout.contains("cpu_ns="),
+        "the program's output: {stdout}"
+    );
+    let folded: Vec<(String, u64)> = stdout
+        .lines()
+        .map(|l| {
+            let (stack, n) = l.rsplit_once(' ').unwrap_or_else(|| panic!("{l}"));
+            (
+                stack.to_string(),
+                n.parse().unwrap_or_else(|_| panic!("{l}")),
+            )
+        })
+        .collect();
+    let report = |format: &str, to: Option<&Path>| {
+        let mut cmd = Command::new(common::bin("pfmprof"));
+        cmd.args(["--report", raw.to_str().unwrap(), "--format", format]);
+        if let Some(to) = to {
+            cmd.arg("--output").arg(to);
+        }
+        let out = run(&mut cmd);
+        assert!(out.status.success(), "{format}: {}", text(&out));
+        out.stdout
+    };
+    let json: serde_json::Value = serde_json::from_slice(&report("json", None)).unwrap();
+    let interrupts = json["interrupts"].as_u64().unwrap();
+    let hottest = |rows: &[(String, u64)]| -> String {
+        rows.iter().max_by_key(|(_, n)| *n).unwrap().0.clone()
+    };
+    assert_eq!(
+        folded.iter().map(|(_, n)| n).sum::<u64>(),
+        interrupts,
+        "{stdout}"
+    );
+    assert!(hottest(&folded).ends_with(";hot"), "{stdout}");
+
+    let pb = dir.path().join("profile.pb");
+    assert!(
+        report("pprof", Some(&pb)).is_empty(),
+        "--output takes it all"
+    );
+    let profile = <pfmprof::export::Profile as prost::Message>::decode(
+        std::fs::read(&pb).unwrap().as_slice(),
+    )
+    .expect("pprof's protobuf");
+    let leaf = |sample: &pfmprof::export::Sample| -> String {
+        let location = &profile.location[sample.location_id[0] as usize - 1];
+        let function = &profile.function[location.line[0].function_id as usize - 1];
+        profile.string_table[function.name as usize].clone()
+    };
+    let samples: Vec<(String, u64)> = profile
+        .sample
+        .iter()
+        .map(|s| (leaf(s), s.value[0] as u64))
+        .collect();
+    assert_eq!(samples.iter().map(|(_, n)| n).sum::<u64>(), interrupts);
+    assert_eq!(hottest(&samples), "hot", "{samples:?}");
+
+    let svg = dir.path().join("flame.svg");
+    report("svg", Some(&svg));
+    let svg = std::fs::read_to_string(&svg).unwrap();
+    let mut reader = quick_xml::Reader::from_str(&svg);
+    let (mut titles, mut in_title, mut root) = (Vec::new(), false, None);
+    loop {
+        match reader.read_event().expect("well-formed SVG") {
+            quick_xml::events::Event::Start(e) => {
+                root.get_or_insert_with(|| e.name().as_ref().to_string());
+                in_title = e.name().as_ref() == "title";
+            }
+            quick_xml::events::Event::Text(t) if in_title => titles.push(t.to_string()),
+            quick_xml::events::Event::Eof => break,
+            _ => {}
+        }
+    }
+    assert_eq!(root.as_deref(), Some("svg"));
+    for name in ["hot", "cold"] {
+        assert!(
+            titles.iter().any(|t| t.starts_with(&format!("{name} ("))),
+            "{name} not in the flame graph: {titles:?}"
+        );
+    }
+    eprintln!(
+        "pfmprof_models: exports of one profile: {interrupts} interrupts; folded {} stacks, pprof {} samples, svg {} frames",
+        folded.len(),
+        samples.len(),
+        titles.len()
+    );
+}
+
 fn uncountable_event(model: &str, preferred: &str) -> Option<String> {
     let out =
         run(Command::new(common::bin("pfmd")).args(["--model", model, "--list-events", "--json"]));

@@ -9,9 +9,9 @@ use std::path::PathBuf;
 
 pub const USAGE: &str = "\
 usage: pfmprof [-all|-each|-one] [-stride N] [-e EVENT] [-period N] [-pm STAT] [-k]
-               [-select] [-o FILE] [--json] [--device PATH] [--no-ptrace]
-               PROGRAM [ARGS...]
-       pfmprof --report FILE [--json]
+               [-select] [-o FILE] [--format F] [--output FILE] [--device PATH]
+               [--no-ptrace] PROGRAM [ARGS...]
+       pfmprof --report FILE [--format F] [--output FILE]
 
   -all, -each, -one  open mode (default -all); -one binds pfmprof and PROGRAM
                      to the CPU pfmprof is running on
@@ -31,7 +31,11 @@ usage: pfmprof [-all|-each|-one] [-stride N] [-e EVENT] [-period N] [-pm STAT] [
   -select            with -k: only kernel time of PROGRAM and its children
   -o FILE            also write the raw buckets and header; --report FILE prints
                      the same report again
-  --json             the report as JSON
+  --format F         the report as text (default), json, folded (flame-graph
+                     stacks), pprof (protobuf for go tool pprof, speedscope) or
+                     svg (a flame graph); --json is --format json
+  --output FILE      the report to FILE instead of standard output (PROGRAM's
+                     own output never goes there)
   --device PATH      the device (default $PFM_DEVICE, else /dev/pfcntr)
   --no-ptrace        learn PROGRAM's load address without stopping it at exec
                      (samples before the range is set are lost)
@@ -66,7 +70,8 @@ pub struct ProfileArgs {
     /// `-k` restricted to PROGRAM's tree (PCNTLOGSELECT) instead of LOGALL.
     pub select: bool,
     pub output: Option<PathBuf>,
-    pub json: bool,
+    /// How and where the report goes.
+    pub show: Show,
     /// `--device`; without it `$PFM_DEVICE`, else `/dev/pfcntr`.
     pub device: Option<PathBuf>,
     pub ptrace: bool,
@@ -76,8 +81,44 @@ pub struct ProfileArgs {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Invocation {
     Profile(ProfileArgs),
-    Report { file: PathBuf, json: bool },
+    Report { file: PathBuf, show: Show },
     Help,
+}
+
+/// A report's format (`--format`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Format {
+    #[default]
+    Text,
+    Json,
+    Folded,
+    Pprof,
+    Svg,
+}
+
+impl std::str::FromStr for Format {
+    type Err = ProfError;
+    fn from_str(s: &str) -> Result<Format, ProfError> {
+        Ok(match s {
+            "text" => Format::Text,
+            "json" => Format::Json,
+            "folded" => Format::Folded,
+            "pprof" => Format::Pprof,
+            "svg" => Format::Svg,
+            _ => {
+                return Err(ProfError::Usage(format!(
+                    "--format {s}: one of text, json, folded, pprof, svg"
+                )));
+            }
+        })
+    }
+}
+
+/// The report's format, and the file it goes to (else standard output).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Show {
+    pub format: Format,
+    pub to: Option<PathBuf>,
 }
 
 /// Parses the arguments after the program name.
@@ -88,7 +129,7 @@ pub fn parse(args: &[OsString]) -> Result<Invocation, ProfError> {
     let mut kernel = false;
     let mut select = false;
     let mut output = None;
-    let mut json = false;
+    let mut show = Show::default();
     let mut device = None;
     let mut ptrace = true;
     let mut report = None;
@@ -120,7 +161,9 @@ pub fn parse(args: &[OsString]) -> Result<Invocation, ProfError> {
             "-k" => kernel = true,
             "-select" => select = true,
             "-o" => output = Some(PathBuf::from(value(&mut i, arg)?)),
-            "--json" | "-json" => json = true,
+            "--json" | "-json" => show.format = Format::Json,
+            "--format" => show.format = value(&mut i, arg)?.to_string_lossy().parse()?,
+            "--output" => show.to = Some(PathBuf::from(value(&mut i, arg)?)),
             "--device" => device = Some(PathBuf::from(value(&mut i, arg)?)),
             "--no-ptrace" => ptrace = false,
             "--report" => report = Some(PathBuf::from(value(&mut i, arg)?)),
@@ -143,7 +186,7 @@ pub fn parse(args: &[OsString]) -> Result<Invocation, ProfError> {
                 "--report FILE takes no program".to_string(),
             ));
         }
-        return Ok(Invocation::Report { file, json });
+        return Ok(Invocation::Report { file, show });
     }
     if program.is_empty() {
         return Err(ProfError::Usage("no program to profile".to_string()));
@@ -165,7 +208,7 @@ pub fn parse(args: &[OsString]) -> Result<Invocation, ProfError> {
         kernel,
         select,
         output,
-        json,
+        show,
         device,
         ptrace,
         program,
@@ -195,7 +238,8 @@ mod tests {
         assert_eq!(p.event, EventRequest::default());
         assert_eq!(p.device, None);
         assert_eq!(p.program, os(&["./prog", "-x", "y"]));
-        assert!(p.ptrace && !p.kernel && !p.json && p.output.is_none());
+        assert!(p.ptrace && !p.kernel && p.output.is_none());
+        assert_eq!(p.show, Show::default());
     }
 
     #[test]
@@ -240,6 +284,8 @@ mod tests {
             &[],
             &["-select", "p"],
             &["--report", "f", "p"],
+            &["--format", "html", "p"],
+            &["--output"],
         ] {
             assert!(
                 matches!(parse(&os(words)), Err(ProfError::Usage(_))),
@@ -254,7 +300,23 @@ mod tests {
             parse(&os(&["--report", "f", "--json"])).unwrap(),
             Invocation::Report {
                 file: "f".into(),
-                json: true
+                show: Show {
+                    format: Format::Json,
+                    to: None
+                }
+            }
+        );
+        assert_eq!(
+            parse(&os(&[
+                "--report", "f", "--format", "pprof", "--output", "p.pb"
+            ]))
+            .unwrap(),
+            Invocation::Report {
+                file: "f".into(),
+                show: Show {
+                    format: Format::Pprof,
+                    to: Some("p.pb".into())
+                }
             }
         );
         assert_eq!(parse(&os(&["-h"])).unwrap(), Invocation::Help);

@@ -19,6 +19,7 @@
 pub mod args;
 pub mod elf;
 pub mod event;
+pub mod export;
 pub mod kallsyms;
 pub mod maps;
 pub mod profile_file;

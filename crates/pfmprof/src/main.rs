@@ -3,7 +3,7 @@
 //! `pfmprof -h`, pfmprof(1) and the library's module docs.
 
 use pfmprof::args::{self, Invocation};
-use pfmprof::{ProfError, profile_file, run};
+use pfmprof::{ProfError, export, profile_file, run};
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
@@ -37,9 +37,9 @@ fn go(argv: &[std::ffi::OsString]) -> Result<i32, ProfError> {
             print!("{}", args::USAGE);
             Ok(0)
         }
-        Invocation::Report { file, json } => {
+        Invocation::Report { file, show } => {
             let report = profile_file::read(&file)?.report();
-            print!("{}", if json { report.json() } else { report.text() });
+            export::show(&report, &show)?;
             Ok(0)
         }
         Invocation::Profile(args) => {
@@ -52,15 +52,7 @@ fn go(argv: &[std::ffi::OsString]) -> Result<i32, ProfError> {
                     "pfmprof: profiling began after exec (no ptrace): the first samples of the dynamic loader are not in the profile"
                 );
             }
-            let report = outcome.profile.report();
-            print!(
-                "{}",
-                if args.json {
-                    report.json()
-                } else {
-                    report.text()
-                }
-            );
+            export::show(&outcome.profile.report(), &args.show)?;
             Ok(outcome.exit.status())
         }
     }

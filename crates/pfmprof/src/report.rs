@@ -213,6 +213,7 @@ impl Profile {
             })
             .collect();
         Report {
+            version: REPORT_VERSION,
             program: h.program.clone(),
             space: h.space.name(),
             open: open_mode_name(h.open),
@@ -271,9 +272,14 @@ pub struct Row {
     pub location: Option<String>,
 }
 
+/// The JSON report's `version`: raised when a field changes meaning or goes.
+pub const REPORT_VERSION: u32 = 1;
+
 /// The report, as text or JSON.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Report {
+    /// The JSON schema's version (pfmprof(1)).
+    pub version: u32,
     pub program: String,
     pub space: &'static str,
     pub open: &'static str,
