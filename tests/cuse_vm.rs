@@ -566,14 +566,8 @@ fn errno_contract_and_each_arrays_on_eight_vcpus() {
     let Some(stdout) = run_in_vm(test, EIGHT_VCPUS, 400, 8, &[]) else {
         return;
     };
-    let steps = Steps::parse(&stdout).steps;
-    let log = steps.get("log").map(|s| s.out.clone()).unwrap_or_default();
-    let step = |name: &str| -> Step {
-        steps
-            .get(name)
-            .cloned()
-            .unwrap_or_else(|| panic!("no step {name}:\n{stdout}"))
-    };
+    let run = GuestRun::of(stdout);
+    let (log, step) = (&run.log, |name: &str| run.step(name));
     for name in ["errno_root", "errno_nobody"] {
         assert!(zero_failed(&step(name)), "{name}: {:?}\n{log}", step(name));
     }
@@ -651,6 +645,28 @@ for r in 1 2 3; do taskset -c 0 ioctl_bench -n {calls} -label cuse; done
     }
 }
 
+/// A guest run's steps by name, and pfmd's log (its `log` step).
+struct GuestRun {
+    steps: HashMap<String, Step>,
+    stdout: String,
+    log: String,
+}
+
+impl GuestRun {
+    fn of(stdout: String) -> GuestRun {
+        let steps = Steps::parse(&stdout).steps;
+        let log = steps.get("log").map(|s| s.out.clone()).unwrap_or_default();
+        GuestRun { steps, stdout, log }
+    }
+
+    fn step(&self, name: &str) -> Step {
+        self.steps
+            .get(name)
+            .cloned()
+            .unwrap_or_else(|| panic!("no step {name}:\n{}", self.stdout))
+    }
+}
+
 /// The `cpu=N pf_cntr0=X` rows of an `ev4count` run.
 fn per_cpu(step: &Step) -> Vec<(String, u64)> {
     step.out
@@ -670,14 +686,8 @@ fn cpus_going_offline_and_online_in_a_vm() {
     let Some(stdout) = run_in_vm(test, HOTPLUG, 300, 4, &[]) else {
         return;
     };
-    let steps = Steps::parse(&stdout).steps;
-    let log = steps.get("log").map(|s| s.out.clone()).unwrap_or_default();
-    let step = |name: &str| -> Step {
-        steps
-            .get(name)
-            .cloned()
-            .unwrap_or_else(|| panic!("no step {name}:\n{stdout}"))
-    };
+    let run = GuestRun::of(stdout);
+    let (log, step) = (&run.log, |name: &str| run.step(name));
     let counts = |name: &str| -> Vec<(String, u64)> {
         let s = step(name);
         assert_eq!(s.rc, 0, "{name}: {}\n--- pfmd log ---\n{log}", s.out);

@@ -1109,9 +1109,7 @@ fn stores_into_a_stalled_page_stall_only_their_caller(extra: &[&str]) {
     }
     let _serial = serial();
     let uring = extra.contains(&"on");
-    let guard = uring.then(common::EnableUring::set);
-    let mut daemon = Daemon::start(extra);
-    drop(guard);
+    let mut daemon = daemon_over(extra);
     assert_eq!(
         daemon.log().contains("over io_uring"),
         uring,
@@ -1229,6 +1227,18 @@ fn store_helper_threads(daemon: i32) -> usize {
         .count()
 }
 
+/// The two FUSE channels, as pfmd options.
+const FUSE_CHANNELS: [[&str; 2]; 2] = [["--fuse-uring", "off"], ["--fuse-uring", "on"]];
+
+/// A daemon serving over the channel `extra` names (io_uring turned on in
+/// the kernel for its start, and back).
+fn daemon_over(extra: &[&str]) -> Daemon {
+    let guard = extra.contains(&"on").then(common::EnableUring::set);
+    let daemon = Daemon::start(extra);
+    drop(guard);
+    daemon
+}
+
 /// A store helper that dies (here: SIGKILL) leaves pointer ioctls with no
 /// one to store them: the daemon says so and ends with an error status, so
 /// that its unit restarts it, over classic FUSE and io_uring.
@@ -1239,10 +1249,8 @@ fn a_store_helper_that_dies_ends_the_daemon_with_an_error() {
         return;
     }
     let _serial = serial();
-    for extra in [["--fuse-uring", "off"], ["--fuse-uring", "on"]] {
-        let guard = (extra[1] == "on").then(common::EnableUring::set);
-        let mut daemon = Daemon::start(&extra);
-        drop(guard);
+    for extra in FUSE_CHANNELS {
+        let mut daemon = daemon_over(&extra);
         let helper = store_helper(daemon.pid());
         nix::sys::signal::kill(
             nix::unistd::Pid::from_raw(helper),
@@ -1279,10 +1287,8 @@ fn sigterm_ends_the_daemon_with_a_store_stuck() {
         return;
     }
     let _serial = serial();
-    for extra in [["--fuse-uring", "off"], ["--fuse-uring", "on"]] {
-        let guard = (extra[1] == "on").then(common::EnableUring::set);
-        let mut daemon = Daemon::start(&extra);
-        drop(guard);
+    for extra in FUSE_CHANNELS {
+        let mut daemon = daemon_over(&extra);
         let fs = SlowFs::mount();
         let mut attacker = client_as_nobody(
             &daemon,
