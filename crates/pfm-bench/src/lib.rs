@@ -1,5 +1,5 @@
 //! What the benchmark binaries share: starting and stopping the pfmd next
-//! to them on a private mount.
+//! to them on a private mount, the online CPUs, binding a thread to one.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -52,4 +52,24 @@ pub fn stop_pfmd(mut child: Child) {
         nix::sys::signal::Signal::SIGTERM,
     );
     let _ = child.wait();
+}
+
+/// The CPUs online now (`/sys/devices/system/cpu/online`), else CPU 0.
+pub fn online_cpus() -> Vec<usize> {
+    let text = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap_or_default();
+    let mut cpus = Vec::new();
+    for part in text.trim().split(',').filter(|p| !p.is_empty()) {
+        let (a, b) = part.split_once('-').unwrap_or((part, part));
+        if let (Ok(a), Ok(b)) = (a.parse::<usize>(), b.parse::<usize>()) {
+            cpus.extend(a..=b);
+        }
+    }
+    if cpus.is_empty() { vec![0] } else { cpus }
+}
+
+/// Binds the calling thread to `cpu` (what a `PCNTOPENONE` open needs).
+pub fn pin_to(cpu: usize) {
+    let mut set = nix::sched::CpuSet::new();
+    set.set(cpu).expect("a CPU number");
+    nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set).expect("sched_setaffinity");
 }

@@ -14,7 +14,7 @@
 use perf_event::Builder;
 use perf_event::events::Software;
 use pfm_abi::Iccsr;
-use pfm_bench::{start_pfmd, stop_pfmd};
+use pfm_bench::{online_cpus, pin_to, start_pfmd, stop_pfmd};
 use pfm_client::{Device, Items, OpenMode};
 use std::path::PathBuf;
 use std::process::Child;
@@ -272,24 +272,6 @@ fn row(name: &str, f: &Figures) {
         f.p99.as_secs_f64() * 1e6,
         f.per_second
     );
-}
-
-fn online_cpus() -> Vec<usize> {
-    let text = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap_or_default();
-    let mut cpus = Vec::new();
-    for part in text.trim().split(',').filter(|p| !p.is_empty()) {
-        let (a, b) = part.split_once('-').unwrap_or((part, part));
-        if let (Ok(a), Ok(b)) = (a.parse::<usize>(), b.parse::<usize>()) {
-            cpus.extend(a..=b);
-        }
-    }
-    if cpus.is_empty() { vec![0] } else { cpus }
-}
-
-fn pin_to(cpu: usize) {
-    let mut set = nix::sched::CpuSet::new();
-    set.set(cpu).expect("a CPU number");
-    nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set).expect("sched_setaffinity");
 }
 
 /// Runs `work` on a thread bound to `cpu`.
