@@ -344,6 +344,8 @@ impl StoreLink {
 /// What the helper's threads share.
 struct Helper {
     threads: AtomicUsize,
+    /// Threads started over the helper's life (a test reads it).
+    started: AtomicUsize,
     in_flight: Mutex<HashMap<u32, usize>>,
 }
 
@@ -370,6 +372,7 @@ pub fn helper_main() -> std::process::ExitCode {
     let control = unsafe { OwnedFd::from_raw_fd(CONTROL_FD) };
     let helper = Arc::new(Helper {
         threads: AtomicUsize::new(0),
+        started: AtomicUsize::new(0),
         in_flight: Mutex::new(HashMap::new()),
     });
     loop {
@@ -419,12 +422,16 @@ pub fn helper_main() -> std::process::ExitCode {
     std::process::ExitCode::SUCCESS
 }
 
+/// Starts a thread for `link`, counted idle from now: a store sent before
+/// it runs waits for it in the link's queue, and must not start another.
 fn start_thread(helper: &Arc<Helper>, link: &Arc<Link>) {
     if helper.threads.fetch_add(1, Ordering::SeqCst) >= HELPER_THREADS {
         helper.threads.fetch_sub(1, Ordering::SeqCst);
         tracing::warn!("store helper: {HELPER_THREADS} threads busy; not starting another");
         return;
     }
+    helper.started.fetch_add(1, Ordering::SeqCst);
+    link.idle.fetch_add(1, Ordering::SeqCst);
     let (helper_for_thread, link_for_thread) = (Arc::clone(helper), Arc::clone(link));
     let started = std::thread::Builder::new()
         .name("pfm-store".into())
@@ -432,8 +439,22 @@ fn start_thread(helper: &Arc<Helper>, link: &Arc<Link>) {
         .spawn(move || serve_link(&helper_for_thread, &link_for_thread));
     if let Err(e) = started {
         helper.threads.fetch_sub(1, Ordering::SeqCst);
+        link.idle.fetch_sub(1, Ordering::SeqCst);
         tracing::error!("store helper: starting a thread: {e}");
     }
+}
+
+/// Counts the calling thread idle on `link`, unless the link has its
+/// spares already: `false` then, and the thread leaves. Threads started
+/// while stores were stuck thus leave once those finish; two idle threads
+/// stay, so that a store taken by one never has to start another (a thread
+/// start costs more than the store).
+fn count_idle(link: &Link) -> bool {
+    if link.idle.load(Ordering::SeqCst) >= SPARE_THREADS {
+        return false;
+    }
+    link.idle.fetch_add(1, Ordering::SeqCst);
+    true
 }
 
 fn serve_link(helper: &Arc<Helper>, link: &Arc<Link>) {
@@ -444,14 +465,18 @@ fn serve_link(helper: &Arc<Helper>, link: &Arc<Link>) {
         }
     }
     let mut buf = vec![0u8; MAX_MESSAGE];
+    // Whether this thread is counted in `link.idle` already: from its
+    // start (start_thread counts it), and again as soon as its store is
+    // made, before its result goes out. The result lets the caller send
+    // its next store at once; were the thread counted only back at its
+    // recv, that store would find no idle thread and start one for nothing
+    // (which leaves again after).
+    let mut counted_idle = true;
     loop {
-        // Threads started while stores were stuck leave once those finish.
-        // Two idle threads stay, so that a store taken by one never has to
-        // start another (a thread start costs more than the store).
-        if link.idle.load(Ordering::SeqCst) >= SPARE_THREADS {
+        if !counted_idle && !count_idle(link) {
             break;
         }
-        link.idle.fetch_add(1, Ordering::SeqCst);
+        counted_idle = false;
         let received = nix::sys::socket::recv(link.sock.as_raw_fd(), &mut buf, MsgFlags::empty());
         // The last idle thread takes a store: start another, so a store
         // that never finishes holds this thread only.
@@ -469,22 +494,32 @@ fn serve_link(helper: &Arc<Helper>, link: &Arc<Link>) {
             continue;
         };
         let result = store_within_quota(helper, &job).map(|()| job.reply);
+        // Only the store can hang (a caller's page); what is left is a
+        // write that nobody holds up.
+        let leaving = !count_idle(link);
+        counted_idle = !leaving;
         if !link.replies.is_empty() {
             reply_directly(&link.replies, job.tag, job.unique, result);
-            continue;
+        } else {
+            let done = StoreDone {
+                tag: job.tag,
+                unique: job.unique,
+                result,
+            };
+            if nix::sys::socket::send(
+                link.sock.as_raw_fd(),
+                &done.encode(),
+                MsgFlags::MSG_NOSIGNAL,
+            )
+            .is_err()
+            {
+                if counted_idle {
+                    link.idle.fetch_sub(1, Ordering::SeqCst);
+                }
+                break;
+            }
         }
-        let done = StoreDone {
-            tag: job.tag,
-            unique: job.unique,
-            result,
-        };
-        if nix::sys::socket::send(
-            link.sock.as_raw_fd(),
-            &done.encode(),
-            MsgFlags::MSG_NOSIGNAL,
-        )
-        .is_err()
-        {
+        if leaving {
             break;
         }
     }
@@ -589,6 +624,7 @@ mod tests {
     fn a_user_past_its_quota_gets_eagain_without_a_store() {
         let helper = Helper {
             threads: AtomicUsize::new(0),
+            started: AtomicUsize::new(0),
             in_flight: Mutex::new(HashMap::from([(7, STORES_PER_USER)])),
         };
         let mut target = [0u8; 4];
@@ -608,5 +644,51 @@ mod tests {
         assert_eq!(store_within_quota(&helper, &other), Ok(()));
         assert_eq!(std::hint::black_box(target), [1; 4]);
         assert_eq!(helper.in_flight.lock().unwrap().get(&8), None);
+    }
+
+    /// Stores one after another (each sent once the last one's result is
+    /// back, as one caller's ioctls come) are served by the link's two
+    /// threads: a thread counts itself idle before its result lets the
+    /// next store come, so no store finds the link without an idle thread
+    /// and starts one for nothing (each start touched a new 256 KiB buffer,
+    /// and the helper's RSS grew with its malloc arenas).
+    #[test]
+    fn one_store_after_another_starts_no_thread() {
+        let helper = Arc::new(Helper {
+            threads: AtomicUsize::new(0),
+            started: AtomicUsize::new(0),
+            in_flight: Mutex::new(HashMap::new()),
+        });
+        let (ours, theirs) = seqpacket_pair().unwrap();
+        let link = Arc::new(Link {
+            sock: theirs,
+            cpu: None,
+            idle: AtomicUsize::new(0),
+            replies: Vec::new(),
+        });
+        start_thread(&helper, &link);
+        let mut target = [0u8; 8];
+        let mut result = StoreLink::result_buffer();
+        for unique in 0..20_000u64 {
+            let job = StoreJob {
+                tag: 0,
+                unique,
+                uid: 7,
+                tid: nix::unistd::gettid().as_raw(),
+                addr: target.as_mut_ptr() as u64,
+                bytes: unique.to_ne_bytes().to_vec(),
+                reply: vec![],
+            };
+            nix::sys::socket::send(ours.as_raw_fd(), &job.encode(), MsgFlags::empty()).unwrap();
+            let n =
+                nix::sys::socket::recv(ours.as_raw_fd(), &mut result, MsgFlags::empty()).unwrap();
+            let done = StoreLink::result_from(&result[..n]).unwrap();
+            assert_eq!((done.unique, done.result), (unique, Ok(vec![])));
+        }
+        assert_eq!(std::hint::black_box(target), 19_999u64.to_ne_bytes());
+        // The first thread and the spare it starts when it takes the first
+        // store, however the threads are scheduled.
+        assert_eq!(helper.started.load(Ordering::SeqCst), 2);
+        drop(ours);
     }
 }
