@@ -83,7 +83,9 @@ struct Tally {
     opens: u64,
     busy: u64,
     again: u64,
-    /// "operation: errno" and how often, for every other refusal.
+    /// "operation: errno" and how often, for the expected refusals.
+    expected: BTreeMap<String, u64>,
+    /// The same for every other refusal.
     unexpected: BTreeMap<String, u64>,
 }
 
@@ -93,6 +95,9 @@ impl Tally {
         self.opens += other.opens;
         self.busy += other.busy;
         self.again += other.again;
+        for (what, n) in &other.expected {
+            *self.expected.entry(what.clone()).or_default() += n;
+        }
         for (what, n) in &other.unexpected {
             *self.unexpected.entry(what.clone()).or_default() += n;
         }
@@ -117,24 +122,24 @@ impl Worker<'_> {
             Ok(value) => return Some(value),
             Err(e) => e,
         };
-        match error.errno() {
-            Some(Errno::EBUSY) => self.tally.busy += 1,
-            Some(Errno::EAGAIN) => self.tally.again += 1,
-            Some(errno) => {
-                *self
-                    .tally
-                    .unexpected
-                    .entry(format!("{op}: {errno}"))
-                    .or_default() += 1
+        let (what, expected) = match error.errno() {
+            Some(errno @ Errno::EBUSY) => {
+                self.tally.busy += 1;
+                (format!("{op}: {errno}"), true)
             }
-            None => {
-                *self
-                    .tally
-                    .unexpected
-                    .entry(format!("{op}: {error}"))
-                    .or_default() += 1
+            Some(errno @ Errno::EAGAIN) => {
+                self.tally.again += 1;
+                (format!("{op}: {errno}"), true)
             }
-        }
+            Some(errno) => (format!("{op}: {errno}"), false),
+            None => (format!("{op}: {error}"), false),
+        };
+        let answers = if expected {
+            &mut self.tally.expected
+        } else {
+            &mut self.tally.unexpected
+        };
+        *answers.entry(what).or_default() += 1;
         None
     }
 
@@ -615,6 +620,15 @@ fn table(start: &Figures, end: &Figures) {
     }
 }
 
+/// Which transport answers: the daemon says so in `PCNTGETINFO`.
+fn transport(device: &Path) -> String {
+    match Device::open(device, OpenMode::All).and_then(|d| d.info()) {
+        Ok(info) if info.pi_flags & pfm_abi::PFM_INFO_URING != 0 => "FUSE io_uring".into(),
+        Ok(_) => "classic FUSE or CUSE".into(),
+        Err(e) => format!("transport unknown: {e}"),
+    }
+}
+
 fn main() {
     let args: Args = clap::Parser::parse();
     let dir = std::env::temp_dir().join(format!("pfm-soak-{}", std::process::id()));
@@ -631,8 +645,9 @@ fn main() {
     let every = Duration::from_secs(args.report_every.max(1));
     let run = Duration::from_secs(args.seconds);
     println!(
-        "pfm-soak: {} (pfmd {pid}), {} CPUs online, {} s after a {} s warm-up",
+        "pfm-soak: {} (pfmd {pid}, {}), {} CPUs online, {} s after a {} s warm-up",
         device.display(),
+        transport(&device),
         online_cpus().len(),
         run.as_secs(),
         WARM_UP.as_secs()
@@ -672,6 +687,9 @@ fn main() {
         total.again,
         total.calls as f64 / run.as_secs_f64().max(1.0)
     );
+    for (what, n) in &total.expected {
+        println!("expected: {what} ({n} times)");
+    }
     for (_, tally) in &warm_up {
         total.add(tally);
     }
