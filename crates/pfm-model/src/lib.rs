@@ -5,9 +5,10 @@
 //!   event tables, and the decoders of its selection ioctls' words.
 //! - [`registry`]: the models by implementation, above the families, so that
 //!   nothing below it names more than its own family; each [`Model`] also
-//!   carries what the tools show of it (aliases, default and cycle events,
-//!   derived statistics as [`Derivation`]s, built-in costs as [`CostRow`]s),
-//!   so no tool matches on the implementation.
+//!   carries what the tools show of it (aliases, PAPI presets ([`papi`]),
+//!   default and cycle events, derived statistics as [`Derivation`]s,
+//!   built-in costs as [`CostRow`]s), so no tool matches on the
+//!   implementation.
 //! - The vocabulary: Alpha events ([`AlphaEvent`]) with ordered host
 //!   candidates over neutral host events ([`HostEvent`]), their
 //!   [`Fidelity`], and [`resolve`], which picks the first candidate a host
@@ -26,6 +27,7 @@ pub mod ev5;
 pub mod ev6;
 mod event;
 mod host;
+pub mod papi;
 pub mod registry;
 mod resolve;
 

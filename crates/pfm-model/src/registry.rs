@@ -30,6 +30,9 @@ pub struct Model {
     /// Short names for events, in segments (a family's common names, then
     /// its Cbox table's).
     pub aliases: &'static [&'static [Alias]],
+    /// PAPI preset names for events (crate::papi), in segments as
+    /// `aliases`: only where the model's event means what the preset does.
+    pub papi: &'static [&'static [Alias]],
     /// What `pfmstat` counts without `-e`: every counter busy with what
     /// perfex users look at first (cycles, instructions, branches).
     pub default_events: &'static [&'static str],
@@ -59,6 +62,7 @@ static MODELS: [Model; 7] = [
         events: &ev4::EVENTS,
         pairs: &[],
         aliases: &[ev4::tools::ALIASES],
+        papi: &[ev4::tools::PAPI_PRESETS],
         default_events: ev4::tools::DEFAULT_EVENTS,
         cycle_events: ev4::tools::CYCLE_EVENTS,
         statistics: &[ev4::tools::STATISTICS],
@@ -72,6 +76,7 @@ static MODELS: [Model; 7] = [
         events: &ev4::EVENTS,
         pairs: &[],
         aliases: &[ev4::tools::ALIASES],
+        papi: &[ev4::tools::PAPI_PRESETS],
         default_events: ev4::tools::DEFAULT_EVENTS,
         cycle_events: ev4::tools::CYCLE_EVENTS,
         statistics: &[ev4::tools::STATISTICS],
@@ -85,6 +90,7 @@ static MODELS: [Model; 7] = [
         events: &ev5::EV5_EVENTS,
         pairs: &[],
         aliases: &[ev5::tools::ALIASES, ev5::tools::SCACHE_ALIASES],
+        papi: &[ev5::tools::PAPI_PRESETS, ev5::tools::SCACHE_PAPI_PRESETS],
         default_events: ev5::tools::DEFAULT_EVENTS,
         cycle_events: ev5::tools::CYCLE_EVENTS,
         statistics: &[
@@ -103,6 +109,7 @@ static MODELS: [Model; 7] = [
         events: &ev5::EV5_EVENTS,
         pairs: &[],
         aliases: &[ev5::tools::ALIASES, ev5::tools::SCACHE_ALIASES],
+        papi: &[ev5::tools::PAPI_PRESETS, ev5::tools::SCACHE_PAPI_PRESETS],
         default_events: ev5::tools::DEFAULT_EVENTS,
         cycle_events: ev5::tools::CYCLE_EVENTS,
         statistics: &[
@@ -121,6 +128,7 @@ static MODELS: [Model; 7] = [
         events: &ev5::PCA56_EVENTS,
         pairs: &[],
         aliases: &[ev5::tools::ALIASES, ev5::tools::PCA56_ALIASES],
+        papi: &[ev5::tools::PAPI_PRESETS],
         default_events: ev5::tools::DEFAULT_EVENTS,
         cycle_events: ev5::tools::CYCLE_EVENTS,
         statistics: &[
@@ -139,6 +147,7 @@ static MODELS: [Model; 7] = [
         events: &ev6::EV6_EVENTS,
         pairs: &[],
         aliases: &[ev6::tools::EV6_ALIASES],
+        papi: &[ev6::tools::EV6_PAPI_PRESETS],
         default_events: ev6::tools::EV6_DEFAULT_EVENTS,
         cycle_events: ev6::tools::EV6_CYCLE_EVENTS,
         statistics: &[ev6::tools::EV6_STATISTICS],
@@ -152,6 +161,7 @@ static MODELS: [Model; 7] = [
         events: &ev6::EV67_EVENTS,
         pairs: ev6::EV67_PAIRS,
         aliases: &[ev6::tools::EV67_ALIASES],
+        papi: &[ev6::tools::EV67_PAPI_PRESETS],
         default_events: ev6::tools::EV67_DEFAULT_EVENTS,
         cycle_events: ev6::tools::EV67_CYCLE_EVENTS,
         statistics: &[ev6::tools::EV67_STATISTICS],
@@ -193,6 +203,11 @@ impl Model {
     /// Every alias, in listing order.
     pub fn aliases(&self) -> impl Iterator<Item = &'static Alias> + use<> {
         self.aliases.iter().flat_map(|segment| segment.iter())
+    }
+
+    /// Every PAPI preset the model maps, `(preset, Alpha name)`.
+    pub fn papi_presets(&self) -> impl Iterator<Item = &'static Alias> + use<> {
+        self.papi.iter().flat_map(|segment| segment.iter())
     }
 
     /// Every derived statistic, in printing order.
@@ -275,6 +290,20 @@ mod tests {
                     "{m}: alias {alias} shadows an event name"
                 );
             }
+            let mut presets = Vec::new();
+            for (preset, name) in model.papi_presets() {
+                assert!(has(name), "{m}: {preset} -> {name}");
+                assert!(
+                    crate::papi::meaning(preset).is_some(),
+                    "{m}: {preset} is not in papi::PRESETS"
+                );
+                assert!(!presets.contains(preset), "{m}: {preset} twice");
+                presets.push(*preset);
+            }
+            assert!(
+                presets.contains(&"PAPI_TOT_CYC"),
+                "{m}: every model counts cycles"
+            );
             assert!(!model.default_events.is_empty(), "{m}: no default events");
             let mut counters = Vec::new();
             for name in model.default_events {

@@ -22,6 +22,20 @@ pub static ALIASES: &[Alias] = &[
     ("palmode", "PF_PALMODE"),
 ];
 
+/// PAPI presets (crate::papi). None for `PAPI_TOT_INS`: `PF_ISSUES` counts
+/// half the issues.
+pub static PAPI_PRESETS: &[Alias] = &[
+    ("PAPI_TOT_CYC", "PF_CYCLES"),
+    ("PAPI_INT_INS", "PF_INTOPS"),
+    ("PAPI_FP_INS", "PF_FPINST"),
+    ("PAPI_LD_INS", "PF_LOADI"),
+    ("PAPI_SR_INS", "PF_STOREI"),
+    ("PAPI_BR_INS", "PF_BRANCHI"),
+    ("PAPI_BR_MSP", "PF_BRANCHMISS"),
+    ("PAPI_L1_DCM", "PF_DCACHE"),
+    ("PAPI_L1_ICM", "PF_ICACHE"),
+];
+
 pub static DEFAULT_EVENTS: &[&str] = &["PF_CYCLES", "PF_BRANCHMISS"];
 
 pub static CYCLE_EVENTS: &[&str] = &["PF_CYCLES"];

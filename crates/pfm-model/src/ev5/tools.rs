@@ -35,6 +35,36 @@ pub static PCA56_ALIASES: &[Alias] = &[
     ("bcfill", "PF5_MUX2_C_BCACHE_READ_FILL"),
 ];
 
+/// PAPI presets (crate::papi) of the whole family. The in-order EV5 counts
+/// issued instructions, which is also what it completes.
+pub static PAPI_PRESETS: &[Alias] = &[
+    ("PAPI_TOT_CYC", "PF5_MUX0_CYCLES"),
+    ("PAPI_TOT_INS", "PF5_MUX0_ISSUES"),
+    ("PAPI_TOT_IIS", "PF5_MUX0_ISSUES"),
+    ("PAPI_INT_INS", "PF5_MUX1_INTEGER_OPERATE"),
+    ("PAPI_FP_INS", "PF5_MUX1_C_FP_INSTRUCTIONS"),
+    ("PAPI_LD_INS", "PF5_MUX1_C_LOAD_INSTRUCTIONS"),
+    ("PAPI_SR_INS", "PF5_MUX1_C_STORE_INSTRUCTIONS"),
+    ("PAPI_BR_INS", "PF5_MUX1_FLOW_CHANGE"),
+    ("PAPI_BR_MSP", "PF5_MUX2_C_BRANCH_MISPREDICTS"),
+    ("PAPI_FUL_ICY", "PF5_MUX1_QUAD_ISSUE_CYCLES"),
+    ("PAPI_L1_DCA", "PF5_MUX1_C_DCACHE_ACCESS"),
+    ("PAPI_L1_DCM", "PF5_MUX2_C_DCACHE_MISSES"),
+    ("PAPI_L1_ICA", "PF5_MUX1_C_ICACHE_ACCESS"),
+    ("PAPI_L1_ICM", "PF5_MUX2_C_ICACHE_MISSES"),
+    ("PAPI_TLB_DM", "PF5_MUX2_C_DTB_MISS"),
+    ("PAPI_TLB_IM", "PF5_MUX2_C_ITB_MISS"),
+];
+
+/// The EV5 and EV56 have an on-chip second-level cache (the Scache) and an
+/// optional third level on the board (the Bcache).
+pub static SCACHE_PAPI_PRESETS: &[Alias] = &[
+    ("PAPI_L2_TCA", "PF5_MUX1_C_SCACHE_ACCESS"),
+    ("PAPI_L2_TCM", "PF5_MUX2_C_SCACHE_MISS"),
+    ("PAPI_L3_TCA", "PF5_MUX1_C_BCACHE_REF"),
+    ("PAPI_L3_TCM", "PF5_MUX2_C_BCACHE_MISS"),
+];
+
 pub static DEFAULT_EVENTS: &[&str] = &[
     "PF5_MUX0_ISSUES",
     "PF5_MUX1_FLOW_CHANGE",

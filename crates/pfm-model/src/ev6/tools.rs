@@ -28,6 +28,23 @@ pub static EV67_ALIASES: &[Alias] = &[
     ("replays", "PF67_C1_REPLAY_TRAPS"),
 ];
 
+/// PAPI presets (crate::papi). None for `PAPI_BR_MSP`: the chip's
+/// mispredict selection counts cycles; none for `PAPI_TLB_DM`: single DTB
+/// misses count twice each and double misses not at all.
+pub static EV6_PAPI_PRESETS: &[Alias] = &[
+    ("PAPI_TOT_CYC", "PF6_MUX0_CYCLES"),
+    ("PAPI_TOT_INS", "PF6_MUX0_RET_INSTRUCTIONS"),
+    ("PAPI_BR_CN", "PF6_MUX1_RET_COND_BRANCHES"),
+    ("PAPI_TLB_IM", "PF6_MUX1_RET_ITB_MISSES"),
+];
+
+/// The 21264's Bcache is its second-level cache.
+pub static EV67_PAPI_PRESETS: &[Alias] = &[
+    ("PAPI_TOT_CYC", "PF67_C0_CYCLES"),
+    ("PAPI_TOT_INS", "PF67_C0_RET_INST"),
+    ("PAPI_L2_TCM", "PF67_C1_BCACHE_MISS"),
+];
+
 pub static EV6_DEFAULT_EVENTS: &[&str] = &["PF6_MUX0_RET_INSTRUCTIONS", "PF6_MUX1_CYCLES"];
 pub static EV67_DEFAULT_EVENTS: &[&str] = &["PF67_C0_RET_INST", "PF67_C1_CYCLES"];
 
