@@ -12,6 +12,7 @@ usage: pfmprof [-all|-each|-one] [-stride N] [-e EVENT] [-period N] [-pm STAT] [
                [-select] [-o FILE] [--format F] [--output FILE] [--device PATH]
                [--no-ptrace] PROGRAM [ARGS...]
        pfmprof --report FILE [--format F] [--output FILE]
+       pfmprof --version
 
   -all, -each, -one  open mode (default -all); -one binds pfmprof and PROGRAM
                      to the CPU pfmprof is running on
@@ -39,7 +40,24 @@ usage: pfmprof [-all|-each|-one] [-stride N] [-e EVENT] [-period N] [-pm STAT] [
   --device PATH      the device (default $PFM_DEVICE, else /dev/pfcntr)
   --no-ptrace        learn PROGRAM's load address without stopping it at exec
                      (samples before the range is set are lost)
+  -V, --version      print pfmprof's version
+
+Usage errors exit with status 2.
 ";
+
+/// Usage errors exit with this status (as clap's do, and pfmstat's).
+pub const EXIT_USAGE: u8 = 2;
+
+/// The synopsis alone: what a usage error prints under its message (the
+/// whole of [`USAGE`] is for `--help`).
+pub fn synopsis() -> &'static str {
+    USAGE.split("\n\n").next().unwrap_or(USAGE)
+}
+
+/// `--version`'s line.
+pub fn version() -> String {
+    format!("pfmprof {}", env!("CARGO_PKG_VERSION"))
+}
 
 /// pfmprof's name of an open mode (docs/device.md §2), as its options (`-all`,
 /// `-each`, `-one`) and the `open` line of a profile file say it.
@@ -83,6 +101,7 @@ pub enum Invocation {
     Profile(ProfileArgs),
     Report { file: PathBuf, show: Show },
     Help,
+    Version,
 }
 
 /// A report's format (`--format`).
@@ -168,6 +187,7 @@ pub fn parse(args: &[OsString]) -> Result<Invocation, ProfError> {
             "--no-ptrace" => ptrace = false,
             "--report" => report = Some(PathBuf::from(value(&mut i, arg)?)),
             "-h" | "-help" | "--help" => return Ok(Invocation::Help),
+            "-V" | "--version" => return Ok(Invocation::Version),
             "--" => {
                 i += 1;
                 break;
@@ -320,5 +340,8 @@ mod tests {
             }
         );
         assert_eq!(parse(&os(&["-h"])).unwrap(), Invocation::Help);
+        assert_eq!(parse(&os(&["--version"])).unwrap(), Invocation::Version);
+        assert_eq!(version(), format!("pfmprof {}", env!("CARGO_PKG_VERSION")));
+        assert!(synopsis().starts_with("usage: pfmprof") && !synopsis().contains("(4 bytes)"));
     }
 }

@@ -21,10 +21,13 @@ fn main() -> ExitCode {
             eprintln!("pfmprof: {e}");
             match e {
                 ProfError::Usage(_) => {
-                    eprint!("{}", args::USAGE);
-                    ExitCode::from(2)
+                    eprintln!(
+                        "{}\nFor more information, try 'pfmprof --help'.",
+                        args::synopsis()
+                    );
+                    ExitCode::from(args::EXIT_USAGE)
                 }
-                ProfError::Event(_) => ExitCode::from(2),
+                ProfError::Event(_) => ExitCode::from(args::EXIT_USAGE),
                 _ => ExitCode::from(1),
             }
         }
@@ -35,6 +38,10 @@ fn go(argv: &[std::ffi::OsString]) -> Result<i32, ProfError> {
     match args::parse(argv)? {
         Invocation::Help => {
             print!("{}", args::USAGE);
+            Ok(0)
+        }
+        Invocation::Version => {
+            println!("{}", args::version());
             Ok(0)
         }
         Invocation::Report { file, show } => {
