@@ -131,3 +131,54 @@ fn refuses_what_it_cannot_do() {
     let out = run(Command::new(pfmd).args(["--mode", "999"]));
     assert!(!out.status.success());
 }
+
+#[test]
+fn pfmstat_and_pfmprof_print_their_version() {
+    for tool in ["pfmstat", "pfmprof"] {
+        let out = run(Command::new(common::bin(tool)).arg("--version"));
+        assert!(out.status.success(), "{tool}: {}", text(&out));
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            format!("{tool} {}\n", env!("CARGO_PKG_VERSION")),
+            "{tool}"
+        );
+    }
+}
+
+/// A bad command line: exit status 2 in both tools, a short message that
+/// says what is wrong and where to read more, not the whole usage text.
+#[test]
+fn usage_errors_exit_2_with_a_short_message() {
+    let cases: [(&str, &[&str], &str); 6] = [
+        ("pfmstat", &["-q", "true"], "'-q'"),
+        ("pfmstat", &["-x,", "true"], "--field-separator"),
+        ("pfmstat", &["-p", "1", "true"], "--pid PID"),
+        ("pfmstat", &["--repeat", "0", "true"], "--repeat"),
+        ("pfmprof", &["-bogus", "prog"], "unknown option -bogus"),
+        ("pfmprof", &[], "no program"),
+    ];
+    for (tool, args, says) in cases {
+        let out = run(Command::new(common::bin(tool)).args(args));
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{tool} {args:?}: {}",
+            text(&out)
+        );
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(says), "{tool} {args:?}: {stderr}");
+        assert!(stderr.contains("--help"), "{tool} {args:?}: {stderr}");
+        assert!(
+            stderr.lines().count() <= 10,
+            "{tool} {args:?}: the whole usage text:\n{stderr}"
+        );
+        assert!(out.stdout.is_empty(), "{tool} {args:?}");
+    }
+    for tool in ["pfmstat", "pfmprof"] {
+        let out = run(Command::new(common::bin(tool)).arg("--help"));
+        assert!(out.status.success(), "{tool}: {}", text(&out));
+        for line in String::from_utf8_lossy(&out.stdout).lines() {
+            assert!(line.chars().count() <= 100, "{tool}: {line}");
+        }
+    }
+}

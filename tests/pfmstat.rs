@@ -729,3 +729,467 @@ fn ordinary_users_count_user_mode_and_are_told() {
     }
     assert!(stderr.contains("PF6_MUX0_CYCLES"), "{stderr}");
 }
+
+/// The report's row for `name` in perf stat `-x SEP` lines: the seven
+/// fields (value, unit, event, variance, run time ns, percent, fidelity).
+fn separated_row<'a>(text: &'a str, sep: &str, name: &str) -> Vec<&'a str> {
+    text.lines()
+        .map(|l| l.split(sep).collect::<Vec<_>>())
+        .find(|f| f.len() == 7 && f[2] == name)
+        .unwrap_or_else(|| panic!("no {name} line in:\n{text}"))
+}
+
+/// `--field-separator SEP`: perf stat `-x SEP` lines on stdout, nothing
+/// else there; the command's own stdout goes to stderr.
+#[test]
+fn field_separator_prints_perf_stat_fields_on_stdout() {
+    if !can_run() {
+        return;
+    }
+    let d = daemon("ev6");
+    let out = run(pfmstat(&d).args(["--field-separator", ",", "-e", "cycles", "--", "true"]));
+    assert!(out.status.success(), "{}\n{}", text(&out), d.log());
+    let stdout = String::from_utf8(out.stdout.clone()).unwrap();
+    assert_eq!(stdout.lines().count(), 1, "{stdout}");
+    let f = separated_row(&stdout, ",", "PF6_MUX0_CYCLES");
+    assert!(f[0].parse::<u64>().unwrap() > 0, "{f:?}");
+    assert_eq!((f[1], f[3], f[5]), ("", "", "100.00"), "{f:?}");
+    assert!(f[4].parse::<u64>().unwrap() > 0, "run time: {f:?}");
+    assert!(["exact", "approximate"].contains(&f[6]), "{f:?}");
+
+    // A workload that writes to stdout: its lines go to stderr, so stdout
+    // is the fields alone; the count is the workload's CPU time in cycles.
+    let out = run(pfmstat(&d)
+        .args(["--field-separator", ";", "-e", "cycles,branches", "--"])
+        .arg(work())
+        .args(["burn", "200"]));
+    assert!(out.status.success(), "{}", text(&out));
+    let stdout = String::from_utf8(out.stdout.clone()).unwrap();
+    assert_eq!(stdout.lines().count(), 2, "{stdout}");
+    assert!(!stdout.contains("burned_ns"), "{stdout}");
+    let burn = burned_cycles(&out.stderr, "process_ns")[0];
+    let cycles = separated_row(&stdout, ";", "PF6_MUX0_CYCLES");
+    if cycles[6] == "approximate" {
+        let c: f64 = cycles[0].parse().unwrap();
+        assert!(within(c, burn, 0.98, 1.03), "{c} vs {burn}");
+    }
+    let branches = separated_row(&stdout, ";", "PF6_MUX1_RET_COND_BRANCHES");
+    assert!(
+        branches[6] == "unavailable" && branches[0] == "<not supported>"
+            || branches[0].parse::<u64>().is_ok(),
+        "{branches:?}"
+    );
+}
+
+/// `--json` on stdout: one document with a version, the command's output
+/// on stderr; `-e cycles,branches` is two events (EV6: counters 0 and 1).
+#[test]
+fn json_goes_to_stdout_and_comma_lists_name_several_events() {
+    if !can_run() {
+        return;
+    }
+    let d = daemon("ev6");
+    let out = run(pfmstat(&d)
+        .args(["--json", "-e", "cycles,branches", "--"])
+        .arg(work())
+        .args(["burn", "200", "exit", "3"]));
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out));
+    let r: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("stdout is one JSON document ({e}):\n{}", text(&out)));
+    assert_eq!(r["version"], 1);
+    assert_eq!(r["scope"], "command");
+    assert_eq!(r["runs"], 1);
+    assert_eq!(r["exit"]["code"], 3);
+    let names: Vec<&str> = r["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["PF6_MUX0_CYCLES", "PF6_MUX1_RET_COND_BRANCHES"]);
+    no_silent_zeros(&r);
+    let burn = burned_cycles(&out.stderr, "process_ns")[0];
+    if event(&r, "PF6_MUX0_CYCLES")["fidelity"] == "approximate" {
+        let c = count(&r, "PF6_MUX0_CYCLES");
+        assert!(within(c, burn, 0.98, 1.03), "{c} vs {burn}");
+    }
+    assert_eq!(event(&r, "PF6_MUX0_CYCLES")["papi"][0], "PAPI_TOT_CYC");
+}
+
+/// `--repeat 3`: each run's count against that run's own CPU time, and the
+/// mean and spread of the three.
+#[test]
+fn repeat_reports_each_run_and_their_mean() {
+    if !can_run() {
+        return;
+    }
+    let d = daemon("ev6");
+    let (r, out) = report(&d, &["--repeat", "3", "-e", "cycles"], &["burn", "100"]);
+    assert!(out.status.success(), "{}\n{}", text(&out), d.log());
+    assert_eq!(r["runs"], 3);
+    let e = event(&r, "PF6_MUX0_CYCLES");
+    let counts: Vec<f64> = e["counts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_f64().unwrap())
+        .collect();
+    assert_eq!(counts.len(), 3, "{e:#}");
+    let burns = burned_cycles(&out.stdout, "process_ns");
+    assert_eq!(burns.len(), 3, "three runs of the workload");
+    if e["fidelity"] == "approximate" {
+        for (c, b) in counts.iter().zip(&burns) {
+            assert!(within(*c, *b, 0.98, 1.03), "run: {c} vs its CPU time {b}");
+        }
+    }
+    let mean = counts.iter().sum::<f64>() / 3.0;
+    assert!((e["mean"].as_f64().unwrap() - mean).abs() < 1e-6 * mean);
+    assert_eq!(e["count"].as_f64().unwrap(), mean.round());
+    let sd = (counts.iter().map(|c| (c - mean).powi(2)).sum::<f64>() / 2.0).sqrt();
+    assert!((e["stddev"].as_f64().unwrap() - sd).abs() <= 1e-6 * sd.max(1.0));
+    let pct = 100.0 * sd / 3f64.sqrt() / mean;
+    assert!((e["stderr_pct"].as_f64().unwrap() - pct).abs() < 1e-9);
+    assert!(r["elapsed_stddev_s"].as_f64().is_some());
+
+    // The text report says it is a mean, within 100 columns.
+    let out = run(pfmstat(&d)
+        .args(["-r", "2", "-e", "cycles"])
+        .arg(work())
+        .args(["burn", "20"]));
+    assert!(out.status.success(), "{}", text(&out));
+    // Words, whatever the line breaks.
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let words = stderr.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        words.contains("standard error of the mean of 2 runs"),
+        "{stderr}"
+    );
+    assert!(words.contains("pfmstat: 2 runs of"), "{stderr}");
+}
+
+/// PAPI presets name the model's event where it has one with that
+/// meaning: `PAPI_TOT_CYC` is cycles everywhere; the EV6 has no
+/// `PAPI_BR_MSP` (its mispredict selection counts cycles); the EV5 has.
+#[test]
+fn papi_presets_name_the_models_events() {
+    if !can_run() {
+        return;
+    }
+    let d = daemon("ev6");
+    let (r, out) = report(&d, &["-e", "PAPI_TOT_CYC"], &["burn", "200"]);
+    assert!(out.status.success(), "{}\n{}", text(&out), d.log());
+    let e = event(&r, "PF6_MUX0_CYCLES");
+    assert_eq!(e["papi"], serde_json::json!(["PAPI_TOT_CYC"]));
+    if e["fidelity"] == "approximate" {
+        let burn = burned_cycles(&out.stdout, "process_ns")[0];
+        let c = count(&r, "PF6_MUX0_CYCLES");
+        assert!(within(c, burn, 0.98, 1.03), "{c} vs {burn}");
+    }
+    let out = run(pfmstat(&d).args(["-e", "PAPI_BR_MSP", "true"]));
+    assert_eq!(out.status.code(), Some(125), "{}", text(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("PAPI_BR_MSP") && stderr.contains("has no event"),
+        "{stderr}"
+    );
+    drop(d);
+
+    let d = daemon("ev5");
+    let (r, out) = report(&d, &["-e", "papi_tot_cyc,PAPI_BR_MSP"], &["burn", "50"]);
+    assert!(out.status.success(), "{}\n{}", text(&out), d.log());
+    assert_eq!(event(&r, "PF5_MUX0_CYCLES")["status"], "counted");
+    let msp = event(&r, "PF5_MUX2_C_BRANCH_MISPREDICTS");
+    assert_eq!(msp["papi"], serde_json::json!(["PAPI_BR_MSP"]));
+    no_silent_zeros(&r);
+}
+
+/// `--interval-print`: the periods' counts add up to the total exactly
+/// (every period is a difference of the same reads), in JSON and as
+/// separated fields on stdout.
+#[test]
+fn interval_print_periods_add_up_to_the_total() {
+    if !can_run() {
+        return;
+    }
+    let d = daemon("ev6");
+    let (r, out) = report(&d, &["-I", "50", "-e", "cycles"], &["burn", "300"]);
+    assert!(out.status.success(), "{}\n{}", text(&out), d.log());
+    let intervals = r["intervals"].as_array().expect("intervals");
+    assert!(intervals.len() >= 3, "{intervals:#?}");
+    let mut sum = 0.0;
+    let mut last = 0.0;
+    for i in intervals {
+        let t = i["time_s"].as_f64().unwrap();
+        assert!(t > last, "{intervals:#?}");
+        last = t;
+        sum += i["events"][0]["count"].as_f64().unwrap();
+    }
+    assert_eq!(sum, count(&r, "PF6_MUX0_CYCLES"));
+
+    let out = run(pfmstat(&d)
+        .args([
+            "--interval-print",
+            "50",
+            "--field-separator",
+            ",",
+            "-e",
+            "cycles,cycles1",
+        ])
+        .arg(work())
+        .args(["burn", "300"]));
+    assert!(out.status.success(), "{}", text(&out));
+    let stdout = String::from_utf8(out.stdout.clone()).unwrap();
+    for name in ["PF6_MUX0_CYCLES", "PF6_MUX1_CYCLES"] {
+        let periods: Vec<f64> = stdout
+            .lines()
+            .map(|l| l.split(',').collect::<Vec<_>>())
+            .filter(|f| f.len() == 8 && f[3] == name)
+            .map(|f| f[1].parse().unwrap())
+            .collect();
+        assert!(periods.len() >= 3, "{stdout}");
+        let total: f64 = separated_row(&stdout, ",", name)[0].parse().unwrap();
+        assert_eq!(periods.iter().sum::<f64>(), total, "{name}: {stdout}");
+    }
+}
+
+/// `--pid`: the device cannot count another process alone, so pfmstat
+/// counts system-wide while the target runs, and says so. The target burns
+/// only once counting has begun (it waits on a FIFO the test writes after
+/// pfmstat's first interval line), and counting ends when it exits: the
+/// count holds its burn, and with the cpu-clock stand-in for cycles (which
+/// runs on idle CPUs too) no more than every online CPU's time.
+#[test]
+fn pid_counts_system_wide_while_the_target_runs() {
+    use std::io::{BufRead, BufReader, Write};
+    if !can_run() {
+        return;
+    }
+    let d = daemon("ev6");
+    let fifo = d.dir.path().join("go");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+    let mut target = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "read go < {}; exec {} burn 300",
+            fifo.display(),
+            work().display()
+        ))
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = target.id().to_string();
+    let mut stat = pfmstat(&d)
+        .args([
+            "--pid",
+            &pid,
+            "-I",
+            "50",
+            "--field-separator",
+            ",",
+            "-e",
+            "cycles",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(stat.stdout.take().unwrap());
+    let mut first = String::new();
+    if lines.read_line(&mut first).unwrap() == 0 {
+        let _ = target.kill();
+        let _ = target.wait();
+        let out = stat.wait_with_output().unwrap();
+        panic!("pfmstat --pid printed nothing: {}\n{}", text(&out), d.log());
+    }
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&fifo)
+        .unwrap()
+        .write_all(b"go\n")
+        .unwrap();
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut lines, &mut rest).unwrap();
+    let out = stat.wait_with_output().unwrap();
+    let target_out = target.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}\n{}", text(&out), d.log());
+    let stdout = first + &rest;
+    let burn = burned_cycles(&target_out.stdout, "burned_ns")[0];
+    let total = separated_row(&stdout, ",", "PF6_MUX0_CYCLES");
+    let cycles: f64 = total[0].parse().unwrap();
+    assert!(
+        cycles >= burn * 0.97,
+        "{cycles} < the target's burn {burn}:\n{stdout}"
+    );
+    if total[6] == "approximate" {
+        let run_ns: f64 = total[4].parse().unwrap();
+        let ceiling = run_ns * common::online_cpus() as f64 * MHZ / 1000.0;
+        assert!(
+            cycles <= ceiling * 1.02,
+            "{cycles} > every CPU's time {ceiling}"
+        );
+    }
+    let periods: f64 = stdout
+        .lines()
+        .map(|l| l.split(',').collect::<Vec<_>>())
+        .filter(|f| f.len() == 8)
+        .map(|f| f[1].parse::<f64>().unwrap())
+        .sum();
+    assert_eq!(periods, cycles, "{stdout}");
+
+    // Bounded by a command: its status is pfmstat's; JSON says whose
+    // events were counted.
+    let mut sleeper = Command::new(work())
+        .args(["sleep", "30000"])
+        .spawn()
+        .unwrap();
+    let pid = sleeper.id();
+    let out = run(pfmstat(&d)
+        .args(["--pid", &pid.to_string(), "--json", "-e", "cycles", "--"])
+        .args(["sh", "-c", "sleep 0.2; exit 3"]));
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out));
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(r["scope"], "system-wide");
+    assert_eq!(r["target"]["pid"], pid);
+    assert_eq!(r["target"]["ended"], "command ended");
+    assert_eq!(r["exit"]["code"], 3);
+    assert_eq!(
+        r["command"],
+        serde_json::json!(["sh", "-c", "sleep 0.2; exit 3"])
+    );
+    assert!(r["notes"].is_array());
+
+    // Ctrl-C ends counting and pfmstat reports (text, to a file: the
+    // first interval row there says counting has begun).
+    let file = d.dir.path().join("pid.txt");
+    let mut stat = pfmstat(&d)
+        .args(["--pid", &pid.to_string(), "-I", "50", "-e", "cycles", "-o"])
+        .arg(&file)
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    while std::fs::metadata(&file).map_or(0, |m| m.len()) == 0 {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(30),
+            "no interval row"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(stat.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    let status = stat.wait().unwrap();
+    assert!(status.success(), "{status}");
+    let report = std::fs::read_to_string(&file).unwrap();
+    assert!(
+        report.contains("until signal 2 stopped pfmstat"),
+        "{report}"
+    );
+    assert!(
+        report.contains("counted: everything on every CPU"),
+        "{report}"
+    );
+    for line in report.lines() {
+        assert!(line.chars().count() <= 100, "{line}");
+    }
+
+    // An unprivileged caller may count system-wide only at
+    // perf_event_paranoid <= 0; otherwise pfmstat says what it needs.
+    let out = run(common::as_nobody(common::bin("pfmstat"))
+        .args(["--pid", &pid.to_string(), "-e", "cycles", "--", "true"])
+        .env("PFM_DEVICE", &d.device));
+    if common::paranoid() > 0 {
+        assert_eq!(out.status.code(), Some(125), "{}", text(&out));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains("system-wide counting needs"), "{stderr}");
+    } else {
+        assert!(out.status.success(), "{}", text(&out));
+    }
+    let _ = sleeper.kill();
+    let _ = sleeper.wait();
+    let out = run(pfmstat(&d).args(["--pid", "2147483647", "-e", "cycles"]));
+    assert_eq!(out.status.code(), Some(125), "{}", text(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no such process"));
+}
+
+/// `pfmstat -l` asks the running daemon what it counts: the same answer,
+/// event by event, as `pfmd --list-events` gives for this host.
+#[test]
+fn list_says_what_the_running_daemon_counts() {
+    if !can_run() {
+        return;
+    }
+    for model in ["ev5", "ev67"] {
+        let d = daemon(model);
+        let out = run(pfmstat(&d).args(["-l", "--json"]));
+        assert!(out.status.success(), "{}\n{}", text(&out), d.log());
+        let listing: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(listing["version"], 1);
+        let out = run(Command::new(common::bin("pfmd")).args([
+            "--model",
+            model,
+            "--cpu-mhz",
+            "2000",
+            "--list-events",
+            "--json",
+        ]));
+        assert!(out.status.success(), "{}", text(&out));
+        let pfmd: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let events = listing["events"].as_array().unwrap();
+        assert_eq!(events.len(), pfmd["events"].as_array().unwrap().len());
+        for (ours, theirs) in events.iter().zip(pfmd["events"].as_array().unwrap()) {
+            assert_eq!(ours["name"], theirs["name"]);
+            assert_eq!(
+                ours["host"], theirs["this_host"]["fidelity"],
+                "{model}: {ours:#} vs {theirs:#}"
+            );
+        }
+        let cycles = events
+            .iter()
+            .find(|e| {
+                e["papi"]
+                    .as_array()
+                    .unwrap()
+                    .contains(&"PAPI_TOT_CYC".into())
+            })
+            .unwrap();
+        assert_ne!(cycles["host"], "unavailable", "every host has cpu-clock");
+
+        let out = run(pfmstat(&d).arg("-l"));
+        assert!(out.status.success(), "{}", text(&out));
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        for line in stdout.lines() {
+            assert!(line.chars().count() <= 100, "{line}");
+        }
+        assert!(stdout.contains("PAPI_TOT_CYC"), "{stdout}");
+    }
+}
+
+/// Every line of a text report with every section fits 100 columns.
+#[test]
+fn text_report_lines_fit_100_columns() {
+    if !can_run() {
+        return;
+    }
+    let d = daemon("ev5");
+    let file = d.dir.path().join("report.txt");
+    let out = run(pfmstat(&d)
+        .args(["-mp", "-y", "-k", "-x", "-o"])
+        .arg(&file)
+        .arg(work())
+        .args(["fork", "0", "50", "burn", "50", "wait"]));
+    assert!(out.status.success(), "{}\n{}", text(&out), d.log());
+    let report = std::fs::read_to_string(&file).unwrap();
+    assert!(
+        report.contains("per process") && report.contains("statistics"),
+        "{report}"
+    );
+    for line in report.lines() {
+        assert!(
+            line.chars().count() <= 100,
+            "{} columns: {line}",
+            line.len()
+        );
+    }
+}

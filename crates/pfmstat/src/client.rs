@@ -24,6 +24,7 @@ use std::path::Path;
 use std::time::Instant;
 
 /// `PCNT5CTXTS` words (docs/device.md, Appendix A).
+pub const PF5_CTXT_ALL_PROC: u64 = 0;
 pub const PF5_CTXT_SEL_PROC: u64 = 1;
 pub const PF5_CTXT_NO_KERNEL: u64 = 0x100;
 pub const PF5_CTXT_NO_PAL: u64 = 0x200;
@@ -103,13 +104,23 @@ impl CountingDevice {
     /// child selects itself before exec, so pfmstat's own work is never
     /// counted. EV5: `PCNT5CTXTS(SEL_PROC | modes)`; EV4/EV6 cannot choose
     /// modes: `PCNTLOGSELECT` then `PCNTCLEARPCBPME` (scope LOGSELECT, no
-    /// thread marked). Also selects PFM_COUNTERS and, on EV5, the
-    /// full-width periods.
-    pub fn prepare(&mut self, exception: bool, kernel: bool) -> Result<(), Error> {
+    /// thread marked). `system_wide` (`--pid`): every thread instead, EV5
+    /// `PCNT5CTXTS(ALL_PROC | modes)`, EV4/EV6 `PCNTLOGALL`. Also selects
+    /// PFM_COUNTERS and, on EV5, the full-width periods.
+    pub fn prepare(
+        &mut self,
+        system_wide: bool,
+        exception: bool,
+        kernel: bool,
+    ) -> Result<(), pfm_client::Error> {
         self.device.set_items(Items::COUNTERS)?;
         match self.family() {
             Family::Ev5 => {
-                let mut word = PF5_CTXT_SEL_PROC;
+                let mut word = if system_wide {
+                    PF5_CTXT_ALL_PROC
+                } else {
+                    PF5_CTXT_SEL_PROC
+                };
                 if !exception {
                     word |= PF5_CTXT_NO_PAL;
                 }
@@ -119,6 +130,7 @@ impl CountingDevice {
                 self.device.ev5_contexts(word)?;
                 self.device.ev5_freq(PF5_FULL_WIDTH_PERIODS)?;
             }
+            Family::Ev4 | Family::Ev6 if system_wide => self.device.log_all()?,
             Family::Ev4 | Family::Ev6 => {
                 self.device.log_select()?;
                 self.device.clear_pme()?;
@@ -192,7 +204,7 @@ impl CountingDevice {
 
     /// Zeroes the counts and starts counting `config`'s counters (the
     /// programmed ones).
-    pub fn start(&mut self, config: &Config) -> Result<(), Error> {
+    pub fn start(&mut self, config: &Config) -> Result<(), pfm_client::Error> {
         self.device.clear_counts()?;
         match self.family() {
             Family::Ev4 => self.device.enable()?,

@@ -61,13 +61,15 @@ mod tests {
         let mut clock =
             CommandClock::open(child.id() as i32).expect("perf_event_open on our child");
         let first = clock.read_ns().unwrap();
+        // Poll until the clock moves or the child is gone: on a loaded
+        // machine the child may wait long for a CPU.
         let mut later = first;
-        for _ in 0..1000 {
+        while child.try_wait().unwrap().is_none() {
             later = clock.read_ns().unwrap();
             if later > first {
                 break;
             }
-            std::thread::yield_now();
+            std::thread::sleep(std::time::Duration::from_millis(1));
         }
         assert!(later > first, "moves while the child runs");
         let status = child.wait().unwrap();

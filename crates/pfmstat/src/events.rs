@@ -43,8 +43,23 @@ pub fn default_events(model: Implementation) -> &'static [&'static str] {
     Model::of(model).default_events
 }
 
-/// Finds the event `spec` names in `model`: its Alpha name or an alias
-/// (case-insensitive) or its number.
+/// PAPI presets per model: `(preset, Alpha name)`, from the model's record
+/// (only where the model's event means what the preset does).
+pub fn papi_presets(model: Implementation) -> Vec<(&'static str, &'static str)> {
+    Model::of(model).papi_presets().copied().collect()
+}
+
+/// The PAPI presets that name `event` in `model`.
+pub fn papi_of(model: Implementation, event: &AlphaEvent) -> Vec<&'static str> {
+    papi_presets(model)
+        .iter()
+        .filter(|(_, name)| *name == event.name)
+        .map(|(preset, _)| *preset)
+        .collect()
+}
+
+/// Finds the event `spec` names in `model`: its Alpha name, an alias or a
+/// PAPI preset (case-insensitive), or its number.
 pub fn lookup(model: Implementation, spec: &str) -> Result<&'static AlphaEvent, Error> {
     let events = flat(model);
     if let Some(e) = events.iter().find(|e| e.name.eq_ignore_ascii_case(spec)) {
@@ -52,6 +67,7 @@ pub fn lookup(model: Implementation, spec: &str) -> Result<&'static AlphaEvent, 
     }
     if let Some((_, name)) = aliases(model)
         .iter()
+        .chain(papi_presets(model).iter())
         .find(|(alias, _)| alias.eq_ignore_ascii_case(spec))
     {
         return Ok(events
@@ -70,6 +86,19 @@ pub fn lookup(model: Implementation, spec: &str) -> Result<&'static AlphaEvent, 
                 events.len() - 1
             ))
         });
+    }
+    if pfm_model::papi::looks_like_preset(spec) {
+        return Err(Error::Event(match pfm_model::papi::meaning(spec) {
+            Some(meaning) => format!(
+                "{spec} ({meaning}): the {model} ({}) has no event that counts it; \
+                 pfmstat -l lists the PAPI presets its events answer to",
+                model.chip()
+            ),
+            None => format!(
+                "{spec} is not a PAPI preset any Alpha model has an event for; \
+                 pfmstat -l lists the presets the {model} answers to"
+            ),
+        }));
     }
     Err(Error::Event(format!(
         "{spec:?} is not an event of the {model} ({}); pfmstat -l lists names, aliases and numbers",
@@ -355,6 +384,44 @@ mod tests {
             aliases_of(m, lookup(m, "retinst").unwrap()),
             ["retinst", "instructions"]
         );
+    }
+
+    #[test]
+    fn papi_presets_name_the_models_events() {
+        let cases = [
+            (Implementation::Ev4, "PAPI_TOT_CYC", "PF_CYCLES"),
+            (Implementation::Ev4, "papi_br_msp", "PF_BRANCHMISS"),
+            (Implementation::Ev5, "PAPI_TOT_INS", "PF5_MUX0_ISSUES"),
+            (Implementation::Ev5, "PAPI_L2_TCM", "PF5_MUX2_C_SCACHE_MISS"),
+            (Implementation::Ev6, "PAPI_TOT_CYC", "PF6_MUX0_CYCLES"),
+            (
+                Implementation::Ev6,
+                "PAPI_TOT_INS",
+                "PF6_MUX0_RET_INSTRUCTIONS",
+            ),
+            (Implementation::Ev67, "PAPI_L2_TCM", "PF67_C1_BCACHE_MISS"),
+        ];
+        for (m, preset, name) in cases {
+            assert_eq!(lookup(m, preset).unwrap().name, name, "{m} {preset}");
+        }
+        assert_eq!(
+            papi_of(
+                Implementation::Ev6,
+                lookup(Implementation::Ev6, "cycles").unwrap()
+            ),
+            ["PAPI_TOT_CYC"]
+        );
+        // The EV6's mispredict selection counts cycles: no PAPI_BR_MSP.
+        let Err(Error::Event(msg)) = lookup(Implementation::Ev6, "PAPI_BR_MSP") else {
+            panic!("PAPI_BR_MSP on the ev6")
+        };
+        assert!(msg.contains("has no event that counts it"), "{msg}");
+        let Err(Error::Event(msg)) = lookup(Implementation::Ev6, "PAPI_VEC_INS") else {
+            panic!()
+        };
+        assert!(msg.contains("not a PAPI preset"), "{msg}");
+        // PCA56 has no Scache.
+        assert!(lookup(Implementation::Pca56, "PAPI_L2_TCM").is_err());
     }
 
     #[test]

@@ -17,6 +17,14 @@
 //! SIGUSR2 and counts only the differences inside the windows. `-a` has
 //! to reprogram (that is what multiplexing is): it warns when the command
 //! had other tasks when the mux was switched.
+//!
+//! `--pid` ([`Target::Pid`]): the device counts only threads that select
+//! themselves, and another process cannot be made to, so the device counts
+//! everything (LOGALL scope, set up by the caller) while the target lives.
+//! Counting ends when the target exits (its pidfd turns readable), when the
+//! command ends, or at SIGINT, SIGTERM or SIGHUP (passed on to the
+//! command). The command runs without the PME bit: a `PCNTLOGSELECT` would
+//! change the open's scope.
 
 use super::Error;
 use super::accounting::{Ledger, delta};
@@ -24,7 +32,7 @@ use super::client::{CountingDevice, Reading};
 use super::command_clock::CommandClock;
 use super::events::Config;
 use super::procs::{TaskClock, Tracker};
-use super::report::Exit;
+use super::report::{Ending, Exit};
 use nix::errno::Errno;
 use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags, EpollTimeout};
 use nix::sys::signal::{SigSet, Signal, kill};
@@ -33,8 +41,26 @@ use nix::sys::wait::{Id, WaitPidFlag, WaitStatus, waitid, waitpid};
 use nix::unistd::Pid;
 use pfm_client::{SpawnOptions, spawn_counted};
 use std::ffi::OsString;
-use std::process::Command;
+use std::os::fd::{AsFd, FromRawFd, OwnedFd};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+
+/// Whose events are counted.
+#[derive(Debug, Clone, Copy)]
+pub enum Target<'a> {
+    /// The command and its descendants: the child selects itself.
+    Command(&'a [OsString]),
+    /// `--pid`: the device counts system-wide while `pid` lives; `command`,
+    /// if any, bounds the time.
+    Pid {
+        pid: i32,
+        command: Option<&'a [OsString]>,
+    },
+}
+
+/// Called at each `--interval-print` period's end (and once at the end of
+/// counting) with the ledger so far and the time since counting began.
+pub type OnInterval<'a> = dyn FnMut(&Ledger, Duration) -> Result<(), Error> + 'a;
 
 /// What to do while the command runs.
 pub struct Plan<'a> {
@@ -45,11 +71,21 @@ pub struct Plan<'a> {
     pub signals: bool,
     /// `-mp`: poll the process tree this often.
     pub track: Option<Duration>,
+    /// `--interval-print`: read and report this often.
+    pub interval: Option<Duration>,
+    /// Give the command pfmstat's stderr as its stdout: machine output owns
+    /// pfmstat's stdout and must not be mixed with the command's.
+    pub command_stdout_to_stderr: bool,
 }
 
 pub struct Outcome {
-    pub pid: i32,
-    pub exit: Exit,
+    /// The command's pid; `None` with `--pid` and no command.
+    pub pid: Option<i32>,
+    pub exit: Option<Exit>,
+    /// What ended counting (`--pid`; a command's end otherwise).
+    pub ending: Ending,
+    /// `--pid`: the target's CPU time while counted, ns.
+    pub target_cpu_ns: Option<u64>,
     pub elapsed: Duration,
     /// CPU time of the command and its waited-for descendants (wait4).
     pub tree_cpu_ns: u64,
@@ -229,55 +265,130 @@ impl Timeline<'_> {
     }
 }
 
-/// Forks, has the child select itself for counting, execs `command`, and
-/// follows it to its end. The device must be prepared, programmed with
+/// A pidfd for `pid`: readable once the process has exited.
+fn pidfd(pid: i32) -> Result<OwnedFd, Error> {
+    // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor
+    // or -1; no memory is passed.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    if fd < 0 {
+        return Err(match Errno::last() {
+            Errno::ESRCH => Error::NoSuchProcess(pid),
+            errno => Error::Sys {
+                what: "pidfd_open",
+                errno,
+            },
+        });
+    }
+    // SAFETY: the descriptor was just created for us and nothing else owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
+}
+
+/// `command` as a `Command`, its stdout as the plan says.
+fn command_of(command: &[OsString], plan: &Plan) -> Result<Command, Error> {
+    let mut cmd = Command::new(&command[0]);
+    cmd.args(&command[1..]);
+    if plan.command_stdout_to_stderr {
+        let stderr = std::io::stderr()
+            .as_fd()
+            .try_clone_to_owned()
+            .map_err(|source| Error::Io {
+                what: "duplicating stderr for the command's stdout".into(),
+                source,
+            })?;
+        cmd.stdout(Stdio::from(stderr));
+    }
+    Ok(cmd)
+}
+
+fn spawn_error(command: &[OsString]) -> impl FnOnce(pfm_client::SpawnError) -> Error + '_ {
+    move |source| Error::Spawn {
+        command: command[0].to_string_lossy().into_owned(),
+        source,
+    }
+}
+
+/// Runs the target under the counters (see the module docs). The device
+/// must be prepared for the target's scope, programmed with
 /// `plan.configs[0]` and started.
 pub fn run(
     device: &mut CountingDevice,
-    command: &[OsString],
+    target: Target,
     plan: &Plan,
+    on_interval: &mut OnInterval,
 ) -> Result<Outcome, Error> {
     let mask = handled(plan.signals);
     // They stay blocked until pfmstat exits: a SIGUSR2 arriving after the
     // command's end must not kill pfmstat before it reports.
     mask.thread_block().map_err(sys("blocking signals"))?;
-    run_blocked(device, command, plan, &mask)
+    run_blocked(device, target, plan, &mask, on_interval)
 }
+
+const SIGNALS: u64 = 0;
+const TARGET_EXIT: u64 = 1;
+/// How often `--pid` samples the target's CPU time.
+const TARGET_SAMPLE: Duration = Duration::from_millis(100);
 
 fn run_blocked(
     device: &mut CountingDevice,
-    command: &[OsString],
+    target: Target,
     plan: &Plan,
     mask: &SigSet,
+    on_interval: &mut OnInterval,
 ) -> Result<Outcome, Error> {
     let signalfd = SignalFd::with_flags(mask, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC)
         .map_err(sys("signalfd"))?;
     let epoll = Epoll::new(EpollCreateFlags::EPOLL_CLOEXEC).map_err(sys("epoll_create"))?;
     epoll
-        .add(&signalfd, EpollEvent::new(EpollFlags::EPOLLIN, 0))
+        .add(&signalfd, EpollEvent::new(EpollFlags::EPOLLIN, SIGNALS))
         .map_err(sys("epoll_ctl"))?;
     if plan.track.is_some() {
         // Orphans of the command become our children, so -mp can still see
         // them in the tree (we reap them).
         nix::sys::prctl::set_child_subreaper(true).map_err(sys("PR_SET_CHILD_SUBREAPER"))?;
     }
+    let watched = match target {
+        Target::Pid { pid, .. } => {
+            let fd = pidfd(pid)?;
+            epoll
+                .add(&fd, EpollEvent::new(EpollFlags::EPOLLIN, TARGET_EXIT))
+                .map_err(sys("epoll_ctl"))?;
+            Some((pid, fd))
+        }
+        Target::Command(_) => None,
+    };
+    let mut target_clock = TaskClock::default();
+    let target_cpu_before = watched
+        .as_ref()
+        .map(|(pid, _)| target_clock.sample(&[*pid]));
 
-    let mut cmd = Command::new(&command[0]);
-    cmd.args(&command[1..]);
     let first = device.read()?;
     let started = Instant::now();
-    // The command gets the PME bit before exec, with every signal unblocked
-    // (pfmstat blocks its own for the signalfd).
-    let options = SpawnOptions {
-        stop_at_exec: false,
-        unblock_signals: true,
+    let pid = match target {
+        Target::Command(command) => {
+            // The command gets the PME bit before exec, with every signal
+            // unblocked (pfmstat blocks its own for the signalfd).
+            let options = SpawnOptions {
+                stop_at_exec: false,
+                unblock_signals: true,
+            };
+            let child = spawn_counted(device.device(), command_of(command, plan)?, options)
+                .map_err(spawn_error(command))?;
+            Some(child.id() as i32)
+        }
+        Target::Pid {
+            command: Some(command),
+            ..
+        } => {
+            // No PME bit: the scope is everything already. std resets the
+            // signal mask in the child.
+            let child = command_of(command, plan)?
+                .spawn()
+                .map_err(|e| spawn_error(command)(pfm_client::SpawnError::Spawn(e)))?;
+            Some(child.id() as i32)
+        }
+        Target::Pid { command: None, .. } => None,
     };
-    let child = spawn_counted(device.device(), cmd, options).map_err(|source| Error::Spawn {
-        command: command[0].to_string_lossy().into_owned(),
-        source,
-    })?;
-    let pid = child.id() as i32;
-    drop(child); // we wait for it ourselves (waitid/wait4)
+    // We wait for the child ourselves (waitid/wait4): the Child is dropped.
 
     let rotate = plan.slice.filter(|_| plan.configs.len() > 1);
     let mut timeline = Timeline {
@@ -285,7 +396,11 @@ fn run_blocked(
         ledger: Ledger::new(first.per_cpu.len()),
         last: first,
         last_cpu: 0,
-        clock: rotate.map(|_| CommandTime::for_command(pid)),
+        // System-wide counters count all the time: wall time weighs them.
+        clock: match (target, pid) {
+            (Target::Command(_), Some(pid)) => rotate.map(|_| CommandTime::for_command(pid)),
+            _ => None,
+        },
         current: 0,
         in_window: !plan.signals,
     };
@@ -294,15 +409,25 @@ fn run_blocked(
             timeline.ledger.register(e, c);
         }
     }
-    let mut tracker = plan
-        .track
-        .map(|_| Tracker::new(pid))
-        .or_else(|| plan.slice.map(|_| Tracker::new(pid)));
-    let track_every = plan
-        .track
-        .or(plan.slice.map(|_| Duration::from_millis(100)));
+    // The command's tree, for -mp and for -a's warning (a system-wide
+    // count loses no tasks at a switch).
+    let tree_root = match target {
+        Target::Command(_) => pid,
+        Target::Pid { .. } => None,
+    };
+    let mut tracker =
+        tree_root.and_then(|root| plan.track.or(plan.slice).map(|_| Tracker::new(root)));
+    let track_every = tree_root.and(
+        plan.track
+            .or(plan.slice.map(|_| Duration::from_millis(100))),
+    );
     let mut next_switch = rotate.map(|s| Instant::now() + s);
     let mut next_track = track_every.map(|t| Instant::now() + t);
+    let mut next_interval = plan.interval.map(|i| started + i);
+    // --pid: the target's CPU time is sampled as it runs, so that little
+    // is lost when it exits and is reaped before pfmstat's last look.
+    let mut next_target_sample = watched.as_ref().map(|_| started + TARGET_SAMPLE);
+    let mut ending: Option<Ending> = None;
     let mut switches = 0u64;
     let mut switch_time = Duration::ZERO;
     let mut windows = 0u32;
@@ -311,11 +436,17 @@ fn run_blocked(
     if let Some(t) = tracker.as_mut() {
         t.poll();
     }
-    let pids =
-        |tracker: &Option<Tracker>| tracker.as_ref().map_or_else(|| vec![pid], Tracker::pids);
+    let pids = |tracker: &Option<Tracker>| {
+        tracker
+            .as_ref()
+            .map_or_else(|| pid.into_iter().collect(), Tracker::pids)
+    };
 
     while !exited {
-        let deadline = [next_switch, next_track].into_iter().flatten().min();
+        let deadline = [next_switch, next_track, next_interval, next_target_sample]
+            .into_iter()
+            .flatten()
+            .min();
         let timeout = match deadline {
             None => EpollTimeout::NONE,
             Some(d) => {
@@ -323,17 +454,39 @@ fn run_blocked(
                 EpollTimeout::try_from(ms.min(60_000) as u32).unwrap_or(EpollTimeout::ZERO)
             }
         };
-        let mut events = [EpollEvent::empty(); 1];
-        match epoll.wait(&mut events, timeout) {
-            Ok(_) | Err(Errno::EINTR) => {}
+        let mut events = [EpollEvent::empty(); 2];
+        let ready = match epoll.wait(&mut events, timeout) {
+            Ok(n) => n,
+            Err(Errno::EINTR) => 0,
             Err(e) => return Err(sys("epoll_wait")(e)),
+        };
+        if events[..ready].iter().any(|e| e.data() == TARGET_EXIT) {
+            ending.get_or_insert(Ending::TargetExited);
+            exited = true;
         }
         while let Ok(Some(info)) = signalfd.read_signal() {
             let Ok(signal) = Signal::try_from(info.ssi_signo as i32) else {
                 continue;
             };
             match signal {
-                Signal::SIGCHLD => exited |= reap_others_and_peek(pid),
+                Signal::SIGCHLD => {
+                    if let Some(pid) = pid
+                        && reap_others_and_peek(pid)
+                    {
+                        ending.get_or_insert(Ending::CommandEnded);
+                        exited = true;
+                    }
+                }
+                Signal::SIGINT | Signal::SIGQUIT | Signal::SIGTERM | Signal::SIGHUP
+                    if watched.is_some() =>
+                {
+                    // --pid: the signal ends counting; the command gets it too.
+                    if let Some(pid) = pid {
+                        let _ = kill(Pid::from_raw(pid), signal);
+                    }
+                    ending.get_or_insert(Ending::Signal(signal as i32));
+                    exited = true;
+                }
                 Signal::SIGUSR1 if !timeline.in_window => {
                     if failure.is_none()
                         && let Err(e) = timeline.mark(plan.configs, &pids(&tracker))
@@ -352,7 +505,9 @@ fn run_blocked(
                     timeline.in_window = false;
                 }
                 Signal::SIGTERM | Signal::SIGHUP => {
-                    let _ = kill(Pid::from_raw(pid), signal);
+                    if let Some(pid) = pid {
+                        let _ = kill(Pid::from_raw(pid), signal);
+                    }
                 }
                 // SIGINT/SIGQUIT from the terminal reach the command too; we
                 // stay to report, as time(1) does. Repeated USR1/USR2 are no-ops.
@@ -385,24 +540,62 @@ fn run_blocked(
             }
             next_track = Some(Instant::now() + every);
         }
+        if let (Some(at), Some(every)) = (next_interval, plan.interval)
+            && now >= at
+        {
+            if failure.is_none() {
+                match timeline.mark(plan.configs, &pids(&tracker)) {
+                    Ok(()) => on_interval(&timeline.ledger, started.elapsed())?,
+                    Err(e) => failure = Some(e),
+                }
+            }
+            // Periods keep to the start's grid unless pfmstat fell behind.
+            next_interval = Some((at + every).max(Instant::now()));
+        }
+        if let (Some(at), Some((target, _))) = (next_target_sample, &watched)
+            && now >= at
+        {
+            target_clock.sample(&[*target]);
+            next_target_sample = Some(Instant::now() + TARGET_SAMPLE);
+        }
         // A SIGCHLD may have been merged with one we already consumed.
-        if !exited {
-            exited = reap_others_and_peek(pid);
+        if !exited
+            && let Some(pid) = pid
+            && reap_others_and_peek(pid)
+        {
+            ending.get_or_insert(Ending::CommandEnded);
+            exited = true;
         }
     }
     let elapsed = started.elapsed();
-    if failure.is_none()
-        && let Err(e) = timeline.mark(plan.configs, &pids(&tracker))
-    {
-        failure = Some(e);
+    if failure.is_none() {
+        match timeline.mark(plan.configs, &pids(&tracker)) {
+            Ok(()) if plan.interval.is_some() => on_interval(&timeline.ledger, elapsed)?,
+            Ok(()) => {}
+            Err(e) => failure = Some(e),
+        }
     }
+    let target_cpu_ns = watched
+        .as_ref()
+        .zip(target_cpu_before)
+        .map(|((pid, _), before)| target_clock.sample(&[*pid]).saturating_sub(before));
     if let Some(t) = tracker.as_mut() {
         t.poll(); // the command is a zombie: its /proc entry is still there
     }
-    let (exit, tree_cpu_ns) = reap(pid)?;
+    // With --pid the command may still run (counting ended for the target
+    // or a signal): its status is still the one pfmstat exits with.
+    let (exit, tree_cpu_ns) = match pid {
+        Some(pid) => {
+            let (exit, ns) = reap(pid)?;
+            (Some(exit), ns)
+        }
+        None => (None, 0),
+    };
     Ok(Outcome {
         pid,
         exit,
+        ending: ending.unwrap_or(Ending::CommandEnded),
+        target_cpu_ns,
         elapsed,
         tree_cpu_ns,
         ledger: timeline.ledger,
