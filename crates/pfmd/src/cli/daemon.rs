@@ -40,12 +40,10 @@ pub fn run(args: &Args) -> Result<(), StartError> {
     let backend = Arc::new(PerfBackend::probe());
     let model = config.implementation;
     let device = Arc::new(Device::new(config, backend));
-    super::systemd::start_watchdog(Arc::clone(&device))
-        .map_err(StartError::io("starting the watchdog thread"))?;
     super::hotplug::follow_cpus(Arc::clone(&device))
         .map_err(StartError::io("starting the CPU hotplug thread"))?;
 
-    let transport = start_transport(args, device)?;
+    let transport = start_transport(args, Arc::clone(&device))?;
     tracing::info!(
         transport = transport.describe(),
         fuse_uring = ?args.fuse_uring,
@@ -66,6 +64,9 @@ pub fn run(args: &Args) -> Result<(), StartError> {
         transport.describe(),
         model
     ));
+    // The watchdog counts from READY=1 on.
+    super::systemd::start_watchdog(Arc::clone(&device))
+        .map_err(StartError::io("starting the watchdog thread"))?;
     tracing::info!(device = %served, "pfmd ready");
 
     let signal = stop
