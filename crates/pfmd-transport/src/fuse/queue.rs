@@ -12,7 +12,8 @@
 //! queue's own [`StoreLink`], sent and received by the ring itself (no
 //! syscall of its own). Either answer is committed from this thread. At most all entries but one wait so, so a
 //! queue always has an entry for a RELEASE or a quick request, and at most
-//! [`WAITING_PER_USER`] for one user; a store past either is `EAGAIN`.
+//! [`WAITING_PER_USER`] of one kind (stores, opens) for one user; a store
+//! past either is `EAGAIN`.
 
 use super::FuseError;
 use super::entries::Entries;
@@ -39,9 +40,18 @@ const STORED: u64 = u64::MAX - 1;
 /// `user_data` of a store's send that failed, or'ed with its entry's index
 /// (a send that succeeds posts no completion).
 const SENT: u64 = 1 << 62;
-/// Entries of one queue that one user's waiting requests may hold, so that
-/// a user whose stores never finish leaves the queue to everyone else.
+/// Entries of one queue that one user's waiting requests of one kind (stores,
+/// opens waiting for their release) may hold, so that a user whose stores
+/// never finish leaves the queue to everyone else. Counted by kind, so that
+/// a user's opens waiting for a release never refuse its stores.
 pub const WAITING_PER_USER: usize = 3;
+
+/// What an entry whose answer waits waits for, and for whom.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Waiting {
+    uid: u32,
+    store: bool,
+}
 
 /// Which queue a ring serves, and how.
 #[derive(Debug, Clone, Copy)]
@@ -319,7 +329,7 @@ struct Queue {
     request: Vec<u8>,
     /// For each entry whose answer waits (the open waiter's or the store
     /// helper's), the user it waits for.
-    waiting: Vec<Option<u32>>,
+    waiting: Vec<Option<Waiting>>,
     /// Each entry's store message to the helper, kept while the ring sends
     /// it.
     outgoing: Vec<Vec<u8>>,
@@ -337,9 +347,15 @@ impl Queue {
     /// Whether a request of `uid` may keep its entry while its answer
     /// waits: one entry always stays for everything else, and one user
     /// holds at most [`WAITING_PER_USER`].
-    fn may_wait(&self, uid: u32) -> bool {
+    fn may_wait(&self, waiting: Waiting) -> bool {
         self.waiting_count() + 1 < self.entries.len()
-            && self.waiting.iter().flatten().filter(|&&u| u == uid).count() < WAITING_PER_USER
+            && self
+                .waiting
+                .iter()
+                .flatten()
+                .filter(|&&w| w == waiting)
+                .count()
+                < WAITING_PER_USER
     }
 
     /// Sends `message` (a store for entry `index`) to the helper on `link`
@@ -434,14 +450,22 @@ impl Queue {
                 // keeps them on the classic channel); the entry must
                 // return anyway.
                 Answer::Nothing => wire::reply_error(commit_id, Errno::ENOSYS),
-                Answer::AfterStore(job) if self.may_wait(job.uid) => {
+                Answer::AfterStore(job)
+                    if self.may_wait(Waiting {
+                        uid: job.uid,
+                        store: true,
+                    }) =>
+                {
                     let job = StoreJob {
                         tag: index as u64,
                         ..job
                     };
                     match StoreLink::message(&job) {
                         Ok(message) => {
-                            self.waiting[index] = Some(job.uid);
+                            self.waiting[index] = Some(Waiting {
+                                uid: job.uid,
+                                store: true,
+                            });
                             self.send_store(index, message, shared.stores.fd().as_raw_fd());
                             return;
                         }
@@ -451,8 +475,10 @@ impl Queue {
                 // This user's waiting requests hold all it may have, or
                 // every entry but this one waits: no store may hold it.
                 Answer::AfterStore(job) => wire::reply_error(job.unique, Errno::EAGAIN),
-                Answer::WaitForRelease { unique, uid, open } if self.may_wait(uid) => {
-                    self.waiting[index] = Some(uid);
+                Answer::WaitForRelease { unique, uid, open }
+                    if self.may_wait(Waiting { uid, store: false }) =>
+                {
+                    self.waiting[index] = Some(Waiting { uid, store: false });
                     let mailbox = Arc::clone(mailbox);
                     shared.waiter.wait(
                         open,
