@@ -773,6 +773,9 @@ table_errno(int e)
 	switch (e) {
 	case 0: case EBUSY: case EINVAL: case EFAULT: case ENOMEM: case ENOSPC:
 	case EOPNOTSUPP: case EPERM: case EACCES:
+	/* A pointer ioctl over FUSE while the user's stores fill its budget
+	 * (docs/device.md §9): 32 processes of two users at once can. */
+	case EAGAIN:
 		return 1;
 	}
 	return 0;
