@@ -161,6 +161,11 @@ fn programs() -> Result<&'static [PathBuf], &'static str> {
                     common::with_task_clock(include_str!("hostile/client.c")),
                     &["-pthread", "-I", include][..],
                 ),
+                (
+                    "holder",
+                    common::with_task_clock(include_str!("restart/holder.c")),
+                    &["-I", include][..],
+                ),
             ] {
                 let source = dir.join(format!("{name}.c"));
                 std::fs::write(&source, text).unwrap();
@@ -502,6 +507,193 @@ fn cuse_transport_in_a_vm() {
     assert_eq!(step("abort").rc, 1, "{}", ctx("abort"));
     assert!(log.contains("CUSE connection lost"), "{log}");
     assert_ne!(step("abort_gone").rc, 0, "{}", ctx("abort_gone"));
+}
+
+/// pfmd killed (SIGKILL) and stopped (SIGTERM) under clients holding
+/// `/dev/pfcntr` open, then started again; the FUSE side is
+/// `tests/restart.rs`. Per signal: the holder (`tests/restart/holder.c`),
+/// through a `--dev-link`, counts until a call fails, keeps its dead
+/// descriptor while a new daemon creates the device (and keeps or remakes
+/// the link), then reopens on SIGUSR1 and counts again; then `ioctl_bench`,
+/// hammering the device, sees that daemon end the same way, and a third
+/// daemon (`--dev-link none`) serves `ev4count`.
+const RESTART: &str = r#"
+# until_in FILE PATTERN: up to 120 s for a line matching PATTERN (ERE) in FILE.
+until_in() { i=0; while ! grep -qE "$2" "$1" 2>/dev/null && [ $i -lt 2400 ]; do sleep 0.05; i=$((i+1)); done; }
+# daemon LOG LINK: a CUSE pfmd in the background, $PF its pid; waits until
+# it serves, or until it has said why it cannot (not the 120 s wait_ready
+# gives a daemon that is gone).
+daemon() {
+    RUST_LOG=debug pfmd --transport cuse --dev-link "$2" --cpu-mhz 2000 2>"$1" &
+    PF=$!
+    until_in "$1" "pfmd ready|^pfmd: "
+    if grep -q "^pfmd: " "$1"; then echo "pfmd did not start:" >&2; cat "$1" >&2; else wait_ready "$1"; fi
+}
+L=/tmp/pfm/pfcntr
+for sig in KILL TERM; do
+    daemon /tmp/$sig-1.log $L
+    holder $L >/tmp/$sig-holder.out 2>&1 &
+    H=$!
+    until_in /tmp/$sig-holder.out "^round 3 "
+    kill -$sig $PF
+    wait $PF
+    rc=$?; echo "@@begin ${sig}_daemon"; echo "@@end ${sig}_daemon rc=$rc"
+    # The holder's calls fail until ENOTCONN, and it goes on (waiting for
+    # SIGUSR1) with the dead descriptor.
+    until_in /tmp/$sig-holder.out "^(settled |unsettled|again ok)"
+    grep -qE "^(settled |unsettled|again ok)" /tmp/$sig-holder.out ||
+        { echo "the holder hung" >>/tmp/$sig-holder.out; kill -9 $H; }
+    kill -0 $H
+    rc=$?; echo "@@begin ${sig}_holder"; cat /tmp/$sig-holder.out; echo "@@end ${sig}_holder rc=$rc"
+    run ${sig}_gone ls -l /dev/pfcntr
+    run ${sig}_old_link ls -l $L
+    daemon /tmp/$sig-2.log $L
+    run ${sig}_node ls -l /dev/pfcntr
+    run ${sig}_link readlink $L
+    kill -USR1 $H
+    wait $H
+    rc=$?; echo "@@begin ${sig}_reopen"; cat /tmp/$sig-holder.out; echo "@@end ${sig}_reopen rc=$rc"
+    run ${sig}_after ev4count -ms 100
+    # A client that exits on the error: what it says, and its status.
+    ioctl_bench -n 2000000 -label held >/tmp/$sig-bench.out 2>&1 &
+    B=$!
+    # Until it holds the device (or has failed, saying why).
+    i=0; while ! ls -l /proc/$B/fd 2>/dev/null | grep -q pfcntr && ! grep -q . /tmp/$sig-bench.out && [ $i -lt 2400 ]; do sleep 0.05; i=$((i+1)); done
+    sleep 0.5
+    kill -$sig $PF
+    wait $PF
+    rc=$?; echo "@@begin ${sig}_daemon2"; echo "@@end ${sig}_daemon2 rc=$rc"
+    timeout 120 sh -c "while kill -0 $B 2>/dev/null; do sleep 0.05; done" ||
+        { echo "ioctl_bench hung" >>/tmp/$sig-bench.out; kill -9 $B; }
+    wait $B
+    rc=$?; echo "@@begin ${sig}_bench"; cat /tmp/$sig-bench.out; echo "@@end ${sig}_bench rc=$rc"
+    run ${sig}_gone2 ls -l /dev/pfcntr
+    daemon /tmp/$sig-3.log none
+    run ${sig}_after2 ev4count -ms 100
+    kill -TERM $PF
+    wait $PF
+    rm -f $L
+    run ${sig}_log cat /tmp/$sig-1.log /tmp/$sig-2.log /tmp/$sig-3.log
+done
+"#;
+
+#[test]
+fn cuse_restart_and_kill_in_a_vm() {
+    let test = "cuse_restart_and_kill_in_a_vm";
+    let Some(stdout) = run_in_vm(test, RESTART, 600, 2, &[]) else {
+        return;
+    };
+    let steps = Steps::parse(&stdout).steps;
+    for sig in ["KILL", "TERM"] {
+        let log = steps
+            .get(&format!("{sig}_log"))
+            .map(|s| s.out.clone())
+            .unwrap_or_default();
+        let step = |name: &str| -> Step {
+            steps
+                .get(&format!("{sig}_{name}"))
+                .cloned()
+                .unwrap_or_else(|| panic!("no step {sig}_{name}:\n{stdout}"))
+        };
+        let ctx = |name: &str| format!("{sig}_{name}: {:?}\n--- pfmd logs ---\n{log}", step(name));
+        // The daemon's end: SIGKILL's status, or a clean stop.
+        let expected_rc = if sig == "KILL" { 128 + 9 } else { 0 };
+        for name in ["daemon", "daemon2"] {
+            assert_eq!(step(name).rc, expected_rc, "{}", ctx(name));
+        }
+        // The holder was counting; then its calls failed until ENOTCONN,
+        // and it did not hang (it was still there, waiting).
+        let holder = step("holder");
+        let rounds = holder
+            .out
+            .lines()
+            .filter(|l| l.starts_with("round "))
+            .count();
+        assert!(rounds >= 3 && holder.rc == 0, "{}", ctx("holder"));
+        assert!(
+            holder.out.lines().any(|l| l.starts_with("settled ")),
+            "{}",
+            ctx("holder")
+        );
+        let errnos: Vec<&str> = holder
+            .out
+            .lines()
+            .filter(|l| {
+                ["failed ", "again ", "settled "]
+                    .iter()
+                    .any(|p| l.starts_with(p))
+            })
+            .filter_map(|l| l.split_once("errno=")?.1.split_whitespace().next())
+            .collect();
+        eprintln!("{test}: SIG{sig}: the holder's calls failed with {errnos:?}");
+        // ECONNABORTED: a call on its way when the connection went.
+        assert!(
+            errnos
+                .iter()
+                .all(|e| ["ENOTCONN", "ECONNABORTED"].contains(e)),
+            "{}",
+            ctx("holder")
+        );
+        // The device went with the daemon, and came back with the next one
+        // although the holder still held the old one. SIGKILL leaves the
+        // link, which the next daemon keeps; SIGTERM removes it, and the
+        // next daemon makes it again.
+        assert_ne!(step("gone").rc, 0, "{}", ctx("gone"));
+        assert_eq!(
+            step("old_link").rc == 0,
+            sig == "KILL",
+            "{}",
+            ctx("old_link")
+        );
+        let node = step("node");
+        assert!(
+            node.rc == 0 && node.out.starts_with("cr--r--r--"),
+            "{}",
+            ctx("node")
+        );
+        assert_eq!(step("link").out.trim(), "/dev/pfcntr", "{}", ctx("link"));
+        if sig == "KILL" {
+            assert!(
+                log.contains("keeping the link a daemon that died left to this device"),
+                "{log}"
+            );
+        }
+        // The reopen counts the holder's own CPU: 100 ms of its task-clock
+        // at 2000 MHz, one interrupt per 4096 cycles (no PMU in the guest:
+        // cpu-clock, the same clock).
+        let reopen = step("reopen");
+        assert_eq!(reopen.rc, 0, "{}", ctx("reopen"));
+        let reopened = |key: &str| -> f64 {
+            reopen
+                .out
+                .lines()
+                .find(|l| l.starts_with("reopened "))
+                .and_then(|l| common::value(l, key))
+                .unwrap_or_else(|| panic!("no {key}: {}", ctx("reopen"))) as f64
+        };
+        let (cntr0, task_ns) = (reopened("cntr0"), reopened("task_ns"));
+        let expected = task_ns * 2000.0 / 1000.0 / 4096.0;
+        assert!(
+            cntr0 <= expected + 1.0 && cntr0 >= 0.9 * expected - 1.0,
+            "{cntr0} interrupts vs {expected:.1} from the holder's task-clock: {}",
+            ctx("reopen")
+        );
+        for name in ["after", "after2"] {
+            let s = step(name);
+            assert!(s.rc == 0 && first_count(&s) > Some(0), "{}", ctx(name));
+        }
+        // A client that exits on the error says so and exits 1.
+        let bench = step("bench");
+        assert!(
+            bench.rc == 1
+                && ["connection abort", "not connected"]
+                    .iter()
+                    .any(|e| bench.out.contains(e)),
+            "{}",
+            ctx("bench")
+        );
+        assert_ne!(step("gone2").rc, 0, "{}", ctx("gone2"));
+    }
 }
 
 /// CPUs going offline and online under a CUSE daemon in a 4-vCPU guest

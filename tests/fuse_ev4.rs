@@ -347,10 +347,15 @@ fn restart_after_daemon_sigkill_replaces_the_dead_mount() {
     daemon.signal(Signal::SIGKILL);
     daemon.wait();
     let err = daemon.open(OpenMode::All).unwrap_err();
-    assert_eq!(
-        err.errno(),
-        Some(Errno::ENOTCONN),
-        "a killed daemon leaves a dead mount"
+    // ENOTCONN; ECONNABORTED (ECANCELED over io_uring) while the kernel is
+    // still ending the connection: the store helper holds it a moment
+    // longer (docs/device.md §1).
+    assert!(
+        matches!(
+            err.errno(),
+            Some(Errno::ENOTCONN | Errno::ECONNABORTED | Errno::ECANCELED)
+        ),
+        "a killed daemon leaves a dead mount: {err}"
     );
     let dir = std::mem::replace(&mut daemon.dir, tempfile::tempdir().unwrap());
     let mountpoint = daemon.mountpoint.clone();

@@ -79,6 +79,9 @@ pub struct Daemon {
     pub mountpoint: PathBuf,
     pub device: PathBuf,
     pub stderr_path: PathBuf,
+    /// Detach whatever is mounted on the mountpoint when dropped; off once
+    /// [`Daemon::restart`] hands the mountpoint to the next daemon.
+    detach_on_drop: bool,
 }
 
 impl Daemon {
@@ -140,6 +143,7 @@ impl Daemon {
             mountpoint,
             device,
             stderr_path,
+            detach_on_drop: true,
         };
         daemon.wait_ready();
         daemon
@@ -175,6 +179,21 @@ impl Daemon {
         nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.pid()), signal).unwrap();
     }
 
+    /// Starts a new daemon with `extra` on this one's directory and
+    /// mountpoint, once this one has exited (restart tests): whatever the
+    /// old one left there (a dead mount, a stale link) stays for the new
+    /// one to find.
+    pub fn restart(mut self, extra: &[&str]) -> Daemon {
+        assert!(
+            self.child.is_none(),
+            "restart: wait for the old daemon to exit first"
+        );
+        self.detach_on_drop = false;
+        let placeholder = tempfile::tempdir().unwrap();
+        let dir = std::mem::replace(&mut self.dir, placeholder);
+        Daemon::start_at(dir, self.mountpoint.clone(), extra)
+    }
+
     /// SIGTERM and wait; returns the exit status.
     pub fn stop(&mut self) -> ExitStatus {
         self.signal(nix::sys::signal::Signal::SIGTERM);
@@ -183,7 +202,9 @@ impl Daemon {
 
     pub fn wait(&mut self) -> ExitStatus {
         let mut child = self.child.take().expect("daemon already stopped");
-        let deadline = Instant::now() + Duration::from_secs(20);
+        // Generous: on a loaded host a killed daemon's ring threads, pinned
+        // to busy CPUs, can take many seconds to run their exit.
+        let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             if let Some(status) = child.try_wait().unwrap() {
                 return status;
@@ -230,7 +251,9 @@ impl Drop for Daemon {
             let _ = child.wait();
         }
         // A crashed daemon leaves a dead mount; never leave one behind.
-        let _ = nix::mount::umount2(&self.mountpoint, nix::mount::MntFlags::MNT_DETACH);
+        if self.detach_on_drop {
+            let _ = nix::mount::umount2(&self.mountpoint, nix::mount::MntFlags::MNT_DETACH);
+        }
     }
 }
 

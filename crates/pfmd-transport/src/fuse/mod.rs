@@ -457,11 +457,9 @@ impl FuseTransport {
             return Ok(());
         }
         self.life.stopping.store(true, Ordering::SeqCst);
-        // The store helper leaves once its links close; one stuck in a
-        // caller's page fault holds nothing of ours.
-        self.stores.take();
         if self.life.lost.load(Ordering::SeqCst) {
             // Detached already: nothing to unmount, and the threads are gone.
+            self.stores.take();
             return Err(FuseError::ConnectionLost);
         }
         match nix::mount::umount(&self.mountpoint) {
@@ -469,6 +467,11 @@ impl FuseTransport {
             Err(nix::errno::Errno::EBUSY) => {
                 tracing::warn!("clients still hold the device: detaching the mount");
                 self.threads.clear();
+                // The detached mount is served until pfmd exits, pointer
+                // ioctls too (stopping the store helper now would answer
+                // those EIO): the helper goes when pfmd's end of its
+                // control socket closes at exit, or by PR_SET_PDEATHSIG.
+                std::mem::forget(self.stores.take());
                 return nix::mount::umount2(&self.mountpoint, nix::mount::MntFlags::MNT_DETACH)
                     .map_err(|e| FuseError::Io {
                         what: format!("detaching {}", self.mountpoint.display()),
@@ -476,12 +479,17 @@ impl FuseTransport {
                     });
             }
             Err(e) => {
+                self.stores.take();
                 return Err(FuseError::Io {
                     what: format!("unmounting {}", self.mountpoint.display()),
                     source: io::Error::from(e),
                 });
             }
         }
+        // Unmounted: nothing is served any more. The store helper leaves
+        // once its links close; one stuck in a caller's page fault holds
+        // nothing of ours.
+        self.stores.take();
         let deadline = Instant::now() + STOP_TIMEOUT;
         while self.threads.iter().any(|t| !t.is_finished()) && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(2));
@@ -505,15 +513,30 @@ impl Drop for FuseTransport {
     }
 }
 
+/// Whether a request to a FUSE mount failed because its server is gone:
+/// ENOTCONN once the kernel has aborted the connection. A killed daemon's
+/// connection ends a moment after it was reaped (its store helper still
+/// holds it; over io_uring the rings go in steps, up to a second or so): a
+/// request made meanwhile ends ECONNABORTED when the abort comes, or
+/// ECANCELED where a ring queue of the dead daemon had it.
+fn server_gone(errno: nix::errno::Errno) -> bool {
+    use nix::errno::Errno;
+    matches!(
+        errno,
+        Errno::ENOTCONN | Errno::ECONNABORTED | Errno::ECANCELED
+    )
+}
+
 /// Makes `path` a usable mountpoint: created if missing; a dead FUSE mount
-/// (ENOTCONN after a crash) lazily unmounted; a live pfm mount refused.
-/// `statfs` always reaches the FUSE server (attributes may be cached), so it
-/// tells a dead mount from a live one without opening the device.
+/// (its server gone after a crash) lazily unmounted; a live pfm mount
+/// refused. `statfs` always reaches the FUSE server (attributes may be
+/// cached), so it tells a dead mount from a live one without opening the
+/// device.
 fn prepare_mountpoint(path: &Path) -> Result<(), FuseError> {
     let io = |what: &str| FuseError::io(format!("{what} {}", path.display()));
     match nix::sys::statfs::statfs(path) {
-        Err(nix::errno::Errno::ENOTCONN) => {
-            tracing::warn!(path = %path.display(), "stale FUSE mount from a crashed daemon: detaching it");
+        Err(errno) if server_gone(errno) => {
+            tracing::warn!(path = %path.display(), %errno, "stale FUSE mount from a crashed daemon: detaching it");
             nix::mount::umount2(path, nix::mount::MntFlags::MNT_DETACH)
                 .map_err(|e| io("detaching")(e.into()))
         }
@@ -528,5 +551,21 @@ fn prepare_mountpoint(path: &Path) -> Result<(), FuseError> {
             })
         }
         Ok(_) => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nix::errno::Errno;
+
+    #[test]
+    fn a_mount_whose_server_died_is_told_by_its_errno_also_while_it_goes() {
+        for gone in [Errno::ENOTCONN, Errno::ECONNABORTED, Errno::ECANCELED] {
+            assert!(server_gone(gone), "{gone}");
+        }
+        for other in [Errno::ENOENT, Errno::EACCES, Errno::EIO, Errno::EINTR] {
+            assert!(!server_gone(other), "{other}");
+        }
     }
 }

@@ -180,7 +180,8 @@ fn dev_link(args: &Args) -> Option<PathBuf> {
 /// Points `link` at the device. An old symlink is replaced only when what it
 /// points at is gone (a daemon that died); one that reaches a device another
 /// pfmd serves is left alone and pfmd refuses to start; a real file is never
-/// touched.
+/// touched. A link already pointing at `target` is kept: a daemon that died
+/// serving the same path left it, and it reaches this daemon's device now.
 fn make_link(link: &Path, target: &Path) -> Result<(), StartError> {
     if let Ok(meta) = std::fs::symlink_metadata(link) {
         if !meta.file_type().is_symlink() {
@@ -190,9 +191,17 @@ fn make_link(link: &Path, target: &Path) -> Result<(), StartError> {
             )));
         }
         let old = std::fs::read_link(link).unwrap_or_default();
-        // A live device answers stat; a dead FUSE mount is ENOTCONN and a
-        // removed node or mountpoint ENOENT.
-        if std::fs::metadata(link).is_ok() {
+        if old == target {
+            // Another pfmd serving `target` would have stopped this start
+            // at the mount (or the CUSE name) already.
+            tracing::info!(link = %link.display(), "keeping the link a daemon that died left to this device");
+            return Ok(());
+        }
+        // statfs, not stat: the kernel answers stat of a FUSE file from its
+        // attribute cache after the daemon died, statfs always asks the
+        // server. A dead FUSE mount fails (ENOTCONN, or ECONNABORTED while
+        // the kernel tears it down), a removed node or mountpoint ENOENT.
+        if nix::sys::statfs::statfs(link).is_ok() {
             return Err(StartError::Config(format!(
                 "{} points at {}, which another pfmd serves; not taking it over \
                  (stop that daemon, or start this one with --dev-link none or another path)",
