@@ -71,8 +71,10 @@ pub const ENABLE_URING: &str = "/sys/module/fuse/parameters/enable_uring";
 /// zeroed allocations the kernel fills as far as a request needs, so an
 /// entry costs memory only for the largest request it carried.
 pub const ENTRIES_PER_RING: usize = 8;
-/// How long a ring thread gets to register.
-const READY_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a ring thread gets to register: registering is quick, but a
+/// start on a machine loaded tenfold has seen a thread wait seconds for a
+/// CPU, and a start that gives up leaves no device.
+const READY_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long unmounting waits for the threads.
 const STOP_TIMEOUT: Duration = Duration::from_secs(5);
 
