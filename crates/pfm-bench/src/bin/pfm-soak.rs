@@ -153,6 +153,15 @@ impl Worker<'_> {
         Some(device)
     }
 
+    /// Round `round`'s open (then the next round): the modes and CPUs in
+    /// turn.
+    fn open_round(&mut self, round: &mut usize) -> Option<Device> {
+        let mode = MODES[*round % MODES.len()];
+        let cpu = self.shared.cpus[*round % self.shared.cpus.len()];
+        *round += 1;
+        self.open_when_free(mode, cpu)
+    }
+
     /// Opens in `mode`, again every millisecond while the device is busy,
     /// until it opens or the run ends.
     fn open_when_free(&mut self, mode: OpenMode, cpu: usize) -> Option<Device> {
@@ -205,10 +214,7 @@ fn counting(shared: &Shared) -> Tally {
     };
     let mut round = 0usize;
     while worker.running() {
-        let mode = MODES[round % MODES.len()];
-        let cpu = shared.cpus[round % shared.cpus.len()];
-        round += 1;
-        let Some(device) = worker.open_when_free(mode, cpu) else {
+        let Some(device) = worker.open_round(&mut round) else {
             break;
         };
         worker.call(
@@ -257,10 +263,7 @@ fn profiling(shared: &Shared) -> Tally {
     let end = start + 0x2_0000;
     let mut round = 0usize;
     while worker.running() {
-        let mode = MODES[round % MODES.len()];
-        let cpu = shared.cpus[round % shared.cpus.len()];
-        round += 1;
-        let Some(device) = worker.open_when_free(mode, cpu) else {
+        let Some(device) = worker.open_round(&mut round) else {
             break;
         };
         worker.call(
