@@ -238,48 +238,9 @@ pub struct PfmInfo {
     pub pi_reserved: [u64; 7],
 }
 
-impl PfmInfo {
-    /// Sets `flags` in `pi_flags` when `out` is the reply to `cmd` =
-    /// `PCNTGETINFO`; any other reply is left alone. What a transport uses
-    /// to say something about itself (e.g. [`PFM_INFO_URING`]) without
-    /// knowing the layout.
-    pub fn add_flags_to_reply(cmd: u32, out: &mut [u8], flags: u64) {
-        if cmd != crate::numbers::PCNTGETINFO || flags == 0 {
-            return;
-        }
-        if let Ok((mut info, _)) = PfmInfo::read_from_prefix(out) {
-            info.pi_flags |= flags;
-            out[..size_of::<PfmInfo>()].copy_from_slice(info.as_bytes());
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn transport_flags_reach_only_getinfo_replies() {
-        let info = PfmInfo {
-            pi_flags: PFM_INFO_ENABLED,
-            ..PfmInfo::default()
-        };
-        let mut out = info.as_bytes().to_vec();
-        PfmInfo::add_flags_to_reply(crate::numbers::PCNTGETINFO, &mut out, PFM_INFO_URING);
-        let got = PfmInfo::read_from_bytes(&out).unwrap();
-        assert_eq!(got.pi_flags, PFM_INFO_ENABLED | PFM_INFO_URING);
-        assert_eq!(
-            &out[56..64],
-            &(PFM_INFO_ENABLED | PFM_INFO_URING).to_ne_bytes()
-        );
-        let mut other = vec![0u8; size_of::<PfmInfo>()];
-        PfmInfo::add_flags_to_reply(crate::numbers::PCNTGETRSIZE, &mut other, PFM_INFO_URING);
-        assert!(other.iter().all(|&b| b == 0));
-        // A short reply is not a PfmInfo: untouched.
-        let mut short = vec![0u8; 8];
-        PfmInfo::add_flags_to_reply(crate::numbers::PCNTGETINFO, &mut short, PFM_INFO_URING);
-        assert_eq!(short, [0; 8]);
-    }
 
     #[test]
     fn iccsr_fields_round_trip() {

@@ -109,7 +109,7 @@ struct Worker<'a> {
     tally: Tally,
 }
 
-impl Worker<'_> {
+impl<'a> Worker<'a> {
     fn running(&self) -> bool {
         !self.shared.stop.load(Ordering::Relaxed)
     }
@@ -153,6 +153,13 @@ impl Worker<'_> {
         Some(device)
     }
 
+    fn new(shared: &'a Shared) -> Self {
+        Worker {
+            shared,
+            tally: Tally::default(),
+        }
+    }
+
     /// Round `round`'s open (then the next round): the modes and CPUs in
     /// turn.
     fn open_round(&mut self, round: &mut usize) -> Option<Device> {
@@ -194,10 +201,7 @@ const MODES: [OpenMode; 3] = [OpenMode::One, OpenMode::Each, OpenMode::All];
 
 /// Opens and closes in `mode` (ONE: from `cpu`), nothing else.
 fn churn(shared: &Shared, mode: OpenMode, cpu: usize) -> Tally {
-    let mut worker = Worker {
-        shared,
-        tally: Tally::default(),
-    };
+    let mut worker = Worker::new(shared);
     while worker.running() {
         drop(worker.open(mode, cpu));
         std::thread::sleep(Duration::from_millis(1));
@@ -208,10 +212,7 @@ fn churn(shared: &Shared, mode: OpenMode, cpu: usize) -> Tally {
 /// Opens, counts cycles, reads the counts and IPL histograms 100 times,
 /// closes; the mode, CPU and scope (LOGALL, LOGSELECT) change every round.
 fn counting(shared: &Shared) -> Tally {
-    let mut worker = Worker {
-        shared,
-        tally: Tally::default(),
-    };
+    let mut worker = Worker::new(shared);
     let mut round = 0usize;
     while worker.running() {
         let Some(device) = worker.open_round(&mut round) else {
@@ -254,10 +255,7 @@ fn spin(iterations: u64) -> u64 {
 /// 20 ms reading the buckets between, closes; the mode, CPU and range call
 /// (`PCNTSETURANGE` with stride 4, `PCNTSETUADDR`) change every round.
 fn profiling(shared: &Shared) -> Tally {
-    let mut worker = Worker {
-        shared,
-        tally: Tally::default(),
-    };
+    let mut worker = Worker::new(shared);
     // 128 KiB of this binary's text from the 64 KiB boundary below spin().
     let start = (spin as fn(u64) -> u64 as usize as u64) & !0xffff;
     let end = start + 0x2_0000;
@@ -294,10 +292,7 @@ fn profiling(shared: &Shared) -> Tally {
 /// Holds a ONE open on the last CPU for 200 ms of `PCNTGETINFO`, lets it
 /// go for 200 ms (so EACH and ALL opens get their turn), and again.
 fn poller(shared: &Shared) -> Tally {
-    let mut worker = Worker {
-        shared,
-        tally: Tally::default(),
-    };
+    let mut worker = Worker::new(shared);
     let cpu = *shared.cpus.last().expect("a CPU");
     while worker.running() {
         let Some(device) = worker.open_when_free(OpenMode::One, cpu) else {
