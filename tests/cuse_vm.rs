@@ -782,8 +782,10 @@ fn errno_contract_and_each_arrays_on_eight_vcpus() {
 
 /// GETCNT ALL and EACH against the no-op ioctl over CUSE at 2, 4 and 8
 /// vCPUs (issue 17's scaling benchmark): `ioctl_bench` in one VM boot per
-/// size, pinned to CPU 0; prints p50s and their ratios. A benchmark, not a
-/// check: `cargo test --release -p pfm-tests --test cuse_vm -- --ignored
+/// size, pinned to CPU 0, against a daemon that reads every CPU itself
+/// (`--parallel-reads 0`) and one with the default reader threads,
+/// alternating; prints p50s and their ratios to the no-op. A benchmark, not
+/// a check: `cargo test --release -p pfm-tests --test cuse_vm -- --ignored
 /// --nocapture bench_getcnt_scaling`.
 #[test]
 #[ignore = "slow: a benchmark (run with --ignored --nocapture, preferably --release)"]
@@ -794,12 +796,21 @@ fn bench_getcnt_scaling_over_vcpus_in_a_vm() {
         .unwrap_or(1000);
     let script = format!(
         r#"
-taskset -c 0 pfmd --transport cuse --dev-link none --cpu-mhz 2000 2>/tmp/cuse.log &
-wait_ready /tmp/cuse.log
-for r in 1 2 3; do taskset -c 0 ioctl_bench -n {calls} -label cuse; done
+for r in 1 2 3; do
+  for reads in serial parallel; do
+    if [ $reads = serial ]; then opt="--parallel-reads 0"; else opt=""; fi
+    taskset -c 0 pfmd --transport cuse --dev-link none --cpu-mhz 2000 $opt 2>/tmp/cuse.log &
+    pfmd=$!
+    wait_ready /tmp/cuse.log
+    taskset -c 0 ioctl_bench -n {calls} -label $reads
+    kill $pfmd; wait $pfmd
+  done
+done
 "#
     );
-    println!("GETCNT over CUSE by vCPUs, ioctl_bench -n {calls}, p50 µs (median of 3 rounds)");
+    println!(
+        "GETCNT over CUSE by vCPUs, ioctl_bench -n {calls}, p50 µs (median of 3 rounds), serial / parallel reads"
+    );
     for smp in [2, 4, 8] {
         let Some(stdout) = run_in_vm(
             "bench_getcnt_scaling_over_vcpus_in_a_vm",
@@ -810,30 +821,38 @@ for r in 1 2 3; do taskset -c 0 ioctl_bench -n {calls} -label cuse; done
         ) else {
             return;
         };
-        let mut rows: HashMap<String, Vec<f64>> = HashMap::new();
+        let mut rows: HashMap<(String, String), Vec<f64>> = HashMap::new();
         for line in stdout.lines().filter_map(|l| l.strip_prefix("bench ")) {
             let kv: HashMap<&str, &str> = line
                 .split_whitespace()
                 .filter_map(|w| w.split_once('='))
                 .collect();
-            if let (Some(row), Some(p50)) = (
+            if let (Some(label), Some(row), Some(p50)) = (
+                kv.get("label"),
                 kv.get("row"),
                 kv.get("p50_ns").and_then(|v| v.parse::<f64>().ok()),
             ) {
-                rows.entry(row.to_string()).or_default().push(p50 / 1e3);
+                rows.entry((label.to_string(), row.to_string()))
+                    .or_default()
+                    .push(p50 / 1e3);
             }
         }
-        let median = |row: &str| -> f64 {
-            let mut v = rows.get(row).cloned().unwrap_or_default();
-            v.sort_by(f64::total_cmp);
-            v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
-        };
-        let (noop, all, each) = (median("noop"), median("getcnt_all"), median("getcnt_each"));
-        println!(
-            "{smp} vCPUs: noop {noop:.1}, getcnt_all {all:.1} ({:.1}x), getcnt_each {each:.1} ({:.1}x)",
-            all / noop,
-            each / noop
-        );
+        for label in ["serial", "parallel"] {
+            let median = |row: &str| -> f64 {
+                let mut v = rows
+                    .get(&(label.to_string(), row.to_string()))
+                    .cloned()
+                    .unwrap_or_default();
+                v.sort_by(f64::total_cmp);
+                v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
+            };
+            let (noop, all, each) = (median("noop"), median("getcnt_all"), median("getcnt_each"));
+            println!(
+                "{smp} vCPUs, {label:8}: noop {noop:.1}, getcnt_all {all:.1} ({:.1}x), getcnt_each {each:.1} ({:.1}x)",
+                all / noop,
+                each / noop
+            );
+        }
     }
 }
 

@@ -259,7 +259,14 @@ fn each_mode_fills_one_element_per_cpu_and_faults_at_a_guard_page() {
     }
     let include = format!("-I{}/include", common::CRATE);
     let program = common::c_source("guard_page", GUARD_PAGE, &[&include]);
-    let daemon = Daemon::start(&[]);
+    // Each CPU read in turn (the default), and by a reader thread per CPU.
+    for extra in [&[][..], &["--parallel-reads", "2"]] {
+        each_mode_at_a_guard_page(&program, extra);
+    }
+}
+
+fn each_mode_at_a_guard_page(program: &std::path::Path, extra: &[&str]) {
+    let daemon = Daemon::start(extra);
     let out = run(Command::new(program).env("PFM_DEVICE", &daemon.device));
     assert!(out.status.success(), "{}\n{}", text(&out), daemon.log());
     let stdout = String::from_utf8_lossy(&out.stdout);

@@ -95,7 +95,7 @@ impl Device {
     fn restart_host_events(&self, file: &mut OpenFile, online: &[u32]) -> Result<(), DeviceError> {
         let khz = self.config.cpu_khz;
         if file.counting() {
-            file.stop_counting(khz)?;
+            file.stop_counting(khz, &self.readers)?;
         }
         let started = file.start_counting(self.backend.as_ref(), &self.budgets, khz, online);
         if started.is_err() {

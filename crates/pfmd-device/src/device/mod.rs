@@ -20,6 +20,7 @@ mod hotplug;
 pub mod memory;
 mod open_file;
 mod profiling;
+mod readers;
 mod requests;
 mod selection;
 mod session;
@@ -68,6 +69,9 @@ pub struct DeviceConfig {
     pub limits: budget::Limits,
     /// Kernel text `[_stext, _etext)` from /proc/kallsyms, if readable.
     pub kernel_text: Option<(u64, u64)>,
+    /// Reads spanning this many CPUs or more go to a reader thread per CPU
+    /// (`--parallel-reads`); 0: the caller reads every CPU itself.
+    pub parallel_reads: usize,
 }
 
 /// Bytes to store at an address the caller passed (pointer arguments).
@@ -125,6 +129,7 @@ pub struct Device {
     budgets: budget::Budgets,
     /// The CPUs online now, in order.
     online: RwLock<Vec<u32>>,
+    readers: readers::GroupReaders,
 }
 
 /// Locks `mutex`, taking over a lock a panicking request left behind: the
@@ -172,6 +177,7 @@ impl Device {
             files: RwLock::new(HashMap::new()),
             next_id: AtomicU64::new(1),
             online: RwLock::new(config.online_cpus.clone()),
+            readers: readers::GroupReaders::new(config.parallel_reads, slots),
             config,
         }
     }
@@ -354,7 +360,7 @@ impl Device {
                 return Ok(());
             };
             let mut file = lock(&slot.file);
-            if let Err(e) = file.stop_counting(self.config.cpu_khz) {
+            if let Err(e) = file.stop_counting(self.config.cpu_khz, &self.readers) {
                 tracing::warn!(file = id, "final read on close failed: {e}");
             }
             self.store

@@ -6,6 +6,7 @@
 use super::DeviceError;
 use super::budget::{Budgets, Charge, Resource};
 use super::histogram::{Histograms, SharedHistograms, TickSink};
+use super::readers::GroupReaders;
 use super::tally::{CpuTally, MAX_COUNTERS, Tally};
 use crate::backend::{
     Backend, BackendError, CountingGroup, GroupSpec, ModeFilter, SamplerSpec, SamplingStream,
@@ -105,9 +106,9 @@ impl CounterState {
     }
 }
 
-struct LiveGroup {
-    cpu: u32,
-    target: Target,
+pub(super) struct LiveGroup {
+    pub(super) cpu: u32,
+    pub(super) target: Target,
     events: Vec<HostEvent>,
     group: Box<dyn CountingGroup>,
     /// Scaled cumulative counts already folded into the tallies.
@@ -398,10 +399,12 @@ impl OpenFile {
         &mut self,
         khz: u64,
         fold: bool,
+        readers: &GroupReaders,
     ) -> Result<BTreeMap<u32, [u64; MAX_COUNTERS]>, DeviceError> {
         let mut per_cpu: BTreeMap<u32, [u64; MAX_COUNTERS]> = BTreeMap::new();
-        for live in &mut self.host.groups {
-            let now = live.counts(self.opener.shared)?;
+        let counts = readers.read(&mut self.host.groups, self.opener.shared);
+        for (live, now) in self.host.groups.iter_mut().zip(counts) {
+            let now = now?;
             let entry = per_cpu.entry(live.cpu).or_default();
             for (slot, selected) in entry.iter_mut().zip(&self.settings.counters) {
                 let Some(selected) = selected else { continue };
@@ -440,10 +443,10 @@ impl OpenFile {
     /// after a fold until the open runs again: `pr_cycle` is stamped here,
     /// so a read long after a disable does not date the last interrupt to
     /// the read.
-    pub fn fold(&mut self, khz: u64) -> Result<(), DeviceError> {
+    pub fn fold(&mut self, khz: u64, readers: &GroupReaders) -> Result<(), DeviceError> {
         self.drain_samples();
         let now = super::now_cycles(khz);
-        for (cpu, events) in self.pending_events(khz, true)? {
+        for (cpu, events) in self.pending_events(khz, true, readers)? {
             if let Some(cpu_tally) = self.tallies.get(cpu as usize) {
                 let counters = self.projected(cpu_tally, Some(&events));
                 let tally = &mut self.tallies[cpu as usize];
@@ -455,8 +458,8 @@ impl OpenFile {
     }
 
     /// Folds, then closes the host events.
-    pub fn stop_counting(&mut self, khz: u64) -> Result<(), DeviceError> {
-        let folded = self.fold(khz);
+    pub fn stop_counting(&mut self, khz: u64, readers: &GroupReaders) -> Result<(), DeviceError> {
+        let folded = self.fold(khz, readers);
         self.host.samplers.clear();
         self.host.groups.clear();
         self.host.host_charges.clear();
@@ -701,7 +704,7 @@ impl LiveGroup {
     /// groups sharing counters with another perf user: a per-thread group on
     /// one CPU is "enabled but not running" whenever its thread runs on
     /// another CPU, and scaling that would count the thread once per CPU.
-    fn counts(&mut self, shared: bool) -> Result<Vec<u64>, DeviceError> {
+    pub(super) fn counts(&mut self, shared: bool) -> Result<Vec<u64>, DeviceError> {
         let reading = self.group.read().map_err(host_error)?;
         Ok(if shared && self.target == Target::AllTasks {
             reading.scaled()
@@ -711,7 +714,7 @@ impl LiveGroup {
     }
 }
 
-fn open_group(
+pub(super) fn open_group(
     backend: &dyn Backend,
     spec: &GroupSpec,
     running: bool,

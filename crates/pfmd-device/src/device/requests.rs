@@ -140,7 +140,7 @@ impl Session<'_> {
         let file = &mut *self.file;
         if items.contains(Items::COUNTERS) {
             // Fold first so events before the clear are not counted after it.
-            file.pending_events(khz, true)?;
+            file.pending_events(khz, true, &self.device.readers)?;
             let now = now_cycles(khz);
             for &cpu in &file.opener.cpus {
                 file.tallies[cpu as usize].clear(now);

@@ -91,7 +91,7 @@ impl Session<'_> {
         let plan = file.host_plan();
         if built {
             // Every event counted so far is in the tallies when `change` runs.
-            file.fold(khz)?;
+            file.fold(khz, &self.device.readers)?;
         }
         change(file);
         if built && file.host_plan() == plan {
@@ -101,7 +101,7 @@ impl Session<'_> {
             return file.set_running(running).map(|()| IoctlReply::none());
         }
         if built {
-            file.stop_counting(khz)?;
+            file.stop_counting(khz, &self.device.readers)?;
         }
         let online = self.device.online_cpus();
         if let Err(e) = file.start_counting(
@@ -150,7 +150,7 @@ impl Session<'_> {
     pub fn snapshot(&mut self) -> Result<Vec<CpuCounts>, DeviceError> {
         let khz = self.khz();
         let file = &mut *self.file;
-        let pending = file.pending_events(khz, false)?;
+        let pending = file.pending_events(khz, false, &self.device.readers)?;
         let now = now_cycles(khz);
         let mut out = Vec::with_capacity(file.opener.cpus.len());
         for &cpu in &file.opener.cpus {

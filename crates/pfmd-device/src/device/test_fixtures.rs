@@ -70,6 +70,9 @@ fn build(
             max_profile_bytes: 1 << 20,
             limits,
             kernel_text: Some(KERNEL_TEXT),
+            // Every read of two CPUs or more through the reader threads, so
+            // the unit tests cover them.
+            parallel_reads: 2,
         },
         Arc::new(backend.clone()),
     )

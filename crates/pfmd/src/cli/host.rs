@@ -135,6 +135,7 @@ pub fn device_config(args: &Args) -> Result<DeviceConfig, StartError> {
         max_profile_bytes: args.max_profile_bytes,
         limits: args.limits(),
         kernel_text: kernel_text(),
+        parallel_reads: args.parallel_reads,
     })
 }
 
