@@ -5,7 +5,7 @@
 use std::io::Read;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::process::{Child, Command, ExitStatus, Output};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
@@ -116,27 +116,20 @@ impl Daemon {
             .path()
             .join(format!("pfmd-{}.log", Instant::now().elapsed().as_nanos()));
         let log = std::fs::File::create(&stderr_path).unwrap();
-        // FUSE explicitly: on a CI host with CUSE, auto would pick CUSE.
-        let mut args: Vec<String> = vec![
-            "--transport".into(),
-            "fuse".into(),
-            "--mountpoint".into(),
-            mountpoint.display().to_string(),
-        ];
-        if !extra.contains(&"--dev-link") {
-            args.extend(["--dev-link".into(), "none".into()]);
-        }
-        args.extend(extra.iter().map(|s| s.to_string()));
-        let child = Command::new(bin("pfmd"))
-            .args(&args)
-            .env("RUST_LOG", "debug")
-            .envs(envs.iter().copied())
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .expect("spawn pfmd");
-        let device = mountpoint.join("pfcntr");
+        let envs: Vec<(&str, &std::ffi::OsStr)> = [("RUST_LOG", "debug".as_ref())]
+            .into_iter()
+            .chain(envs.iter().copied())
+            .collect();
+        let launch = xtask::pfmd::Launch {
+            pfmd: &bin("pfmd"),
+            mountpoint: &mountpoint,
+            args: extra,
+            envs: &envs,
+            cpu: None,
+            stderr: log.into(),
+        };
+        let device = launch.device();
+        let child = launch.spawn().expect("spawn pfmd");
         let mut daemon = Daemon {
             child: Some(child),
             dir,
@@ -150,25 +143,18 @@ impl Daemon {
     }
 
     fn wait_ready(&mut self) {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while Instant::now() < deadline {
-            if std::fs::metadata(&self.device).is_ok() && self.log().contains("pfmd ready") {
-                return;
-            }
-            if let Some(status) = self.child.as_mut().unwrap().try_wait().unwrap() {
-                panic!("pfmd exited early with {status}:\n{}", self.log());
-            }
-            std::thread::sleep(Duration::from_millis(20));
+        let child = self.child.as_mut().unwrap();
+        let ready =
+            xtask::pfmd::wait_ready(child, &self.device, xtask::pfmd::READY_TIMEOUT, || {
+                read_log(&self.stderr_path).contains("pfmd ready")
+            });
+        if let Err(e) = ready {
+            panic!("{e}:\n{}", self.log());
         }
-        panic!("pfmd did not become ready:\n{}", self.log());
     }
 
     pub fn log(&self) -> String {
-        let mut s = String::new();
-        if let Ok(mut f) = std::fs::File::open(&self.stderr_path) {
-            let _ = f.read_to_string(&mut s);
-        }
-        s
+        read_log(&self.stderr_path)
     }
 
     pub fn pid(&self) -> i32 {
@@ -204,16 +190,12 @@ impl Daemon {
         let mut child = self.child.take().expect("daemon already stopped");
         // Generous: on a loaded host a killed daemon's ring threads, pinned
         // to busy CPUs, can take many seconds to run their exit.
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            if let Some(status) = child.try_wait().unwrap() {
-                return status;
-            }
-            if Instant::now() > deadline {
+        match xtask::pfmd::wait_for_exit(&mut child, Duration::from_secs(60)) {
+            Some(status) => status,
+            None => {
                 let _ = child.kill();
                 panic!("pfmd did not exit:\n{}", self.log());
             }
-            std::thread::sleep(Duration::from_millis(20));
         }
     }
 
@@ -236,19 +218,7 @@ impl Daemon {
 impl Drop for Daemon {
     fn drop(&mut self) {
         if let Some(mut child) = self.child.take() {
-            let _ = nix::sys::signal::kill(
-                nix::unistd::Pid::from_raw(child.id() as i32),
-                nix::sys::signal::Signal::SIGTERM,
-            );
-            let deadline = Instant::now() + Duration::from_secs(10);
-            while Instant::now() < deadline {
-                if let Ok(Some(_)) = child.try_wait() {
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            let _ = child.kill();
-            let _ = child.wait();
+            xtask::pfmd::terminate(&mut child, Duration::from_secs(10));
         }
         // A crashed daemon leaves a dead mount; never leave one behind.
         if self.detach_on_drop {
@@ -328,15 +298,15 @@ pub fn value(stdout: &str, key: &str) -> Option<u64> {
 }
 
 pub fn online_cpus() -> usize {
-    let list = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap_or_default();
-    list.trim()
-        .split(',')
-        .filter_map(|part| match part.split_once('-') {
-            Some((a, b)) => Some(b.parse::<usize>().ok()? - a.parse::<usize>().ok()? + 1),
-            None => part.parse::<usize>().ok().map(|_| 1),
-        })
-        .sum::<usize>()
-        .max(1)
+    xtask::pfmd::online_cpus().len()
+}
+
+fn read_log(path: &Path) -> String {
+    let mut s = String::new();
+    if let Ok(mut f) = std::fs::File::open(path) {
+        let _ = f.read_to_string(&mut s);
+    }
+    s
 }
 
 pub fn configured_cpus() -> usize {

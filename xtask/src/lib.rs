@@ -10,6 +10,8 @@
 //! - [`ci`]: the skip-or-fail rule for tests whose environment cannot run.
 //! - [`guest`]: the `run NAME CMD` step convention of guest scripts.
 //! - [`selftest`]: end-to-end checks of the VMs (`cargo xtask vm-selftest`).
+//! - [`pfmd`]: a pfmd on a private mount next to a test or a benchmark (the
+//!   harness `tests/common` and `pfm-bench` share).
 //!
 //! Everything downloaded or built is cached under [`cache_dir`].
 
@@ -17,6 +19,7 @@ pub mod aarch64;
 pub mod ci;
 pub mod guest;
 pub mod host;
+pub mod pfmd;
 pub mod selftest;
 pub mod vm;
 

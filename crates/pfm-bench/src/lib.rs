@@ -1,13 +1,17 @@
-//! What the benchmark binaries share: starting and stopping the pfmd next
-//! to them on a private mount, the online CPUs, binding a thread to one.
+//! What the benchmark binaries share: the pfmd next to them on a private
+//! mount, through the harness the integration tests use too
+//! (`xtask::pfmd`), and binding a thread to one CPU.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Child, Stdio};
+use std::time::Duration;
+use xtask::pfmd::{Launch, READY_TIMEOUT};
+
+pub use xtask::pfmd::online_cpus;
 
 /// Starts the pfmd next to this binary on `dir/<name>` (FUSE, no device
-/// link), with `args`, bound to `cpu` if given (through `taskset`); `None`,
-/// and why on stderr, if it does not come up.
+/// link), with `args`, bound to `cpu` if given; `None`, and why on stderr,
+/// if it does not come up.
 pub fn start_pfmd(
     dir: &Path,
     name: &str,
@@ -16,60 +20,38 @@ pub fn start_pfmd(
 ) -> Option<(Child, PathBuf)> {
     let pfmd = std::env::current_exe().ok()?.with_file_name("pfmd");
     let mountpoint = dir.join(name);
-    let mut command = match cpu {
-        Some(cpu) => {
-            let mut taskset = Command::new("taskset");
-            taskset.args(["-c", &cpu.to_string()]).arg(&pfmd);
-            taskset
-        }
-        None => Command::new(&pfmd),
+    let launch = Launch {
+        pfmd: &pfmd,
+        mountpoint: &mountpoint,
+        args,
+        envs: &[("RUST_LOG", "warn".as_ref())],
+        cpu,
+        stderr: Stdio::inherit(),
     };
-    command
-        .args(["--transport", "fuse", "--dev-link", "none", "--mountpoint"])
-        .arg(&mountpoint)
-        .args(args)
-        .env("RUST_LOG", "warn")
-        .stdin(Stdio::null());
-    let mut child = command.spawn().ok()?;
-    let device = mountpoint.join("pfcntr");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while std::fs::metadata(&device).is_err() {
-        if Instant::now() > deadline || child.try_wait().ok().flatten().is_some() {
-            eprintln!("pfmd {args:?} did not come up");
-            let _ = child.kill();
-            let _ = child.wait();
+    let device = launch.device();
+    let mut child = match launch.spawn() {
+        Ok(child) => child,
+        Err(e) => {
+            eprintln!("pfmd {args:?}: {e}");
             return None;
         }
-        std::thread::sleep(Duration::from_millis(20));
+    };
+    // At `warn` the log has no ready line: the device node is the sign.
+    if let Err(e) = xtask::pfmd::wait_ready(&mut child, &device, READY_TIMEOUT, || true) {
+        eprintln!("pfmd {args:?} did not come up: {e}");
+        let _ = child.kill();
+        let _ = child.wait();
+        return None;
     }
     Some((child, device))
 }
 
-/// SIGTERM, and wait for it to go.
+/// SIGTERM, and wait for it to go (killed after a minute).
 pub fn stop_pfmd(mut child: Child) {
-    let _ = nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(child.id() as i32),
-        nix::sys::signal::Signal::SIGTERM,
-    );
-    let _ = child.wait();
-}
-
-/// The CPUs online now (`/sys/devices/system/cpu/online`), else CPU 0.
-pub fn online_cpus() -> Vec<usize> {
-    let text = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap_or_default();
-    let mut cpus = Vec::new();
-    for part in text.trim().split(',').filter(|p| !p.is_empty()) {
-        let (a, b) = part.split_once('-').unwrap_or((part, part));
-        if let (Ok(a), Ok(b)) = (a.parse::<usize>(), b.parse::<usize>()) {
-            cpus.extend(a..=b);
-        }
-    }
-    if cpus.is_empty() { vec![0] } else { cpus }
+    xtask::pfmd::terminate(&mut child, Duration::from_secs(60));
 }
 
 /// Binds the calling thread to `cpu` (what a `PCNTOPENONE` open needs).
 pub fn pin_to(cpu: usize) {
-    let mut set = nix::sched::CpuSet::new();
-    set.set(cpu).expect("a CPU number");
-    nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set).expect("sched_setaffinity");
+    xtask::pfmd::pin_to(cpu).expect("sched_setaffinity");
 }
