@@ -733,7 +733,8 @@ run log cat /tmp/hp.log
 
 /// The errno contract and per-CPU arrays on eight vCPUs, and with a hole in
 /// the CPU list (issue 17's test bed): the conformance program as root and
-/// as nobody, and `ev4count -each` with every CPU, then with CPU 5 offline.
+/// as nobody, and `ev4count -each` with every CPU, then with CPU 5 offline;
+/// the EACH runs again with a reader thread per CPU (`--parallel-reads 2`).
 const EIGHT_VCPUS: &str = r#"
 echo 'nobody:x:65534:65534:nobody:/:/bin/sh' >> /etc/passwd
 echo 'nogroup:x:65534:' >> /etc/group
@@ -749,7 +750,22 @@ i=0; while ! grep -qF "went=[5]" /tmp/p8.log && [ $i -lt 400 ]; do sleep 0.05; i
 run each_hole ev4count -each -ms 100
 run all_hole ev4count -all -ms 100
 kill -TERM $PF; wait $PF
-run log cat /tmp/p8.log
+# Again with a reader thread per CPU (pfmd --parallel-reads): every CPU,
+# CPU 5 offline (its reader moved elsewhere by the kernel), and back (the
+# reader binds itself to it again).
+echo 1 > /sys/devices/system/cpu/cpu5/online
+RUST_LOG=info pfmd --transport cuse --dev-link none --cpu-mhz 2000 --parallel-reads 2 2>/tmp/r8.log &
+PF=$!
+wait_ready /tmp/r8.log
+run readers_each ev4count -each -ms 100
+echo 0 > /sys/devices/system/cpu/cpu5/online
+i=0; while ! grep -qF "went=[5]" /tmp/r8.log && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done
+run readers_hole ev4count -each -ms 100
+echo 1 > /sys/devices/system/cpu/cpu5/online
+i=0; while ! grep -qF "came=[5]" /tmp/r8.log && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done
+run readers_back ev4count -each -ms 100
+kill -TERM $PF; wait $PF
+run log cat /tmp/p8.log /tmp/r8.log
 "#;
 
 #[test]
@@ -777,14 +793,26 @@ fn errno_contract_and_each_arrays_on_eight_vcpus() {
     }
     let all = per_cpu(&step("all_hole"));
     assert!(all.first().is_some_and(|(_, n)| *n > 0), "{all:?}");
-    eprintln!("{test}: each {each:?}; with CPU 5 offline {hole:?}");
+    for name in ["readers_each", "readers_back"] {
+        let each = per_cpu(&step(name));
+        assert_eq!(each.len(), 8, "{name}: {each:?}");
+        assert!(each.iter().all(|(_, n)| *n > 0), "{name}: {each:?}\n{log}");
+    }
+    let readers_hole = per_cpu(&step("readers_hole"));
+    assert_eq!(readers_hole.len(), 8, "{readers_hole:?}");
+    for (cpu, n) in &readers_hole {
+        assert_eq!(*n == 0, cpu == "5", "cpu {cpu}: {readers_hole:?}\n{log}");
+    }
+    eprintln!(
+        "{test}: each {each:?}; with CPU 5 offline {hole:?}; reader threads {readers_hole:?}"
+    );
 }
 
 /// GETCNT ALL and EACH against the no-op ioctl over CUSE at 2, 4 and 8
 /// vCPUs (issue 17's scaling benchmark): `ioctl_bench` in one VM boot per
 /// size, pinned to CPU 0, against a daemon that reads every CPU itself
-/// (`--parallel-reads 0`) and one with the default reader threads,
-/// alternating; prints p50s and their ratios to the no-op. A benchmark, not
+/// (`--parallel-reads 0`, the default) and one with reader threads from 4
+/// CPUs (`--parallel-reads 4`), alternating; prints p50s and their ratios to the no-op. A benchmark, not
 /// a check: `cargo test --release -p pfm-tests --test cuse_vm -- --ignored
 /// --nocapture bench_getcnt_scaling`.
 #[test]
@@ -798,7 +826,7 @@ fn bench_getcnt_scaling_over_vcpus_in_a_vm() {
         r#"
 for r in 1 2 3; do
   for reads in serial parallel; do
-    if [ $reads = serial ]; then opt="--parallel-reads 0"; else opt=""; fi
+    if [ $reads = serial ]; then opt="--parallel-reads 0"; else opt="--parallel-reads 4"; fi
     taskset -c 0 pfmd --transport cuse --dev-link none --cpu-mhz 2000 $opt 2>/tmp/cuse.log &
     pfmd=$!
     wait_ready /tmp/cuse.log
