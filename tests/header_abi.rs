@@ -136,8 +136,8 @@ fn header_names() -> HeaderNames {
             "function-like macro {name} in the header"
         );
         let body = rest[name.len()..].trim();
-        if name == "_SYS_PFCNTR_H_" || name.starts_with("_PFM_") {
-            continue; // include guard and internal helpers
+        if name == "_SYS_PFCNTR_H_" || name == "_PFCNTR_H_" || name.starts_with("_PFM_") {
+            continue; // include guards (ours, Tru64's) and internal helpers
         } else if body.starts_with("_IO") {
             names.ioctls.push(name);
         } else if name.starts_with("pmctrs_") {
@@ -1142,6 +1142,53 @@ fn header_compiles_cleanly_everywhere() {
             .arg("-I")
             .arg(include_dir())
             .arg(src));
+    }
+    let _ = fs::remove_dir_all(&dir);
+}
+
+/// A Tru64-era source that, like the original header's users, gets
+/// `<sys/types.h>` (`ulong`, `u_int`, `caddr_t`) and the `_PFCNTR_H_` guard
+/// from `<sys/pfcntr.h>` alone: the Tru64 header included `<sys/types.h>`
+/// first. Compiled in the compiler's default (GNU) dialects, where glibc
+/// declares those BSD names.
+const LEGACY_TYPES: &str = r#"#include <sys/pfcntr.h>
+#include <stdio.h>
+
+#ifndef _PFCNTR_H_
+#error "<sys/pfcntr.h> does not define the Tru64 guard _PFCNTR_H_"
+#endif
+
+static ulong counts[3];
+static u_int ncpus = 1;
+static caddr_t text_start;
+
+int
+main(void)
+{
+	struct pfcntrs cntrs[1];
+	struct pfcntrs *pfcntrs = cntrs;
+
+	cntrs[0].pf_cntr0 = 1;
+	counts[0] = pfcntrs->pf_cntr0;
+	text_start = (caddr_t)0;
+	printf("%lu %u %d\n", counts[0], ncpus, text_start == 0);
+	return 0;
+}
+"#;
+
+#[test]
+fn header_brings_sys_types_like_tru64() {
+    let dir = scratch("legacy-types");
+    let c = dir.join("legacy.c");
+    fs::write(&c, LEGACY_TYPES).unwrap();
+    for extra in [&[][..], &["-std=gnu89"][..], &["-std=gnu99"][..]] {
+        run(Command::new("gcc")
+            .args(WARN)
+            .args(extra)
+            .arg("-fsyntax-only")
+            .arg("-I")
+            .arg(include_dir())
+            .arg(&c));
     }
     let _ = fs::remove_dir_all(&dir);
 }

@@ -28,7 +28,13 @@
 
 #ifndef _SYS_PFCNTR_H_
 #define _SYS_PFCNTR_H_
+#define _PFCNTR_H_		/* the Tru64 header's include guard */
 
+/*
+ * As the Tru64 header, include <sys/types.h> first: legacy sources use
+ * ulong, u_int and caddr_t having included only <sys/pfcntr.h>.
+ */
+#include <sys/types.h>
 #include <sys/ioctl.h>
 #include <fcntl.h>
 
