@@ -10,8 +10,8 @@ use std::path::PathBuf;
 pub const USAGE: &str = "\
 usage: pfmprof [-all|-each|-one] [-stride N] [-e EVENT] [-period N] [-pm STAT] [-k]
                [-select] [-o FILE] [--format F] [--output FILE] [--device PATH]
-               [--no-ptrace] PROGRAM [ARGS...]
-       pfmprof --report FILE [--format F] [--output FILE]
+               [--no-ptrace] [-f] [--annotate FUNC] PROGRAM [ARGS...]
+       pfmprof --report FILE [--format F] [--output FILE] [--annotate FUNC]
        pfmprof --version
 
   -all, -each, -one  open mode (default -all); -one binds pfmprof and PROGRAM
@@ -28,7 +28,9 @@ usage: pfmprof [-all|-each|-one] [-stride N] [-e EVENT] [-period N] [-pm STAT] [
   -pm STAT           ev67 profile-me mode recording STAT per sampled instruction
                      (PF67_PM_RETIRE, _FREQ or _VALID on Linux hosts)
   -k                 kprofile: profile kernel text (_stext.._etext) system-wide
-                     until PROGRAM exits or SIGINT (needs root or CAP_PERFMON)
+                     until PROGRAM exits or SIGINT (needs root or CAP_PERFMON);
+                     without -k the executable, its libraries and (where the
+                     caller may) the kernel are profiled in turn
   -select            with -k: only kernel time of PROGRAM and its children
   -o FILE            also write the raw buckets and header; --report FILE prints
                      the same report again
@@ -39,7 +41,11 @@ usage: pfmprof [-all|-each|-one] [-stride N] [-e EVENT] [-period N] [-pm STAT] [
                      own output never goes there)
   --device PATH      the device (default $PFM_DEVICE, else /dev/pfcntr)
   --no-ptrace        learn PROGRAM's load address without stopping it at exec
-                     (samples before the range is set are lost)
+                     (samples before the ranges are set are lost)
+  -f, --follow-exec  profile the newest process PROGRAM starts (sh -c ./prog:
+                     prog), switching ranges to it; else PROGRAM's own process
+  --annotate FUNC    with the text report: FUNC's samples by source line (from
+                     DWARF), with the source where the file can be read
   -V, --version      print pfmprof's version
 
 Usage errors exit with status 2.
@@ -93,6 +99,8 @@ pub struct ProfileArgs {
     /// `--device`; without it `$PFM_DEVICE`, else `/dev/pfcntr`.
     pub device: Option<PathBuf>,
     pub ptrace: bool,
+    /// `-f`: follow the newest process of PROGRAM's tree.
+    pub follow: bool,
     pub program: Vec<OsString>,
 }
 
@@ -138,6 +146,8 @@ impl std::str::FromStr for Format {
 pub struct Show {
     pub format: Format,
     pub to: Option<PathBuf>,
+    /// `--annotate FUNC` (text and JSON reports).
+    pub annotate: Option<String>,
 }
 
 /// Parses the arguments after the program name.
@@ -151,6 +161,7 @@ pub fn parse(args: &[OsString]) -> Result<Invocation, ProfError> {
     let mut show = Show::default();
     let mut device = None;
     let mut ptrace = true;
+    let mut follow = false;
     let mut report = None;
     let mut i = 0;
     let value = |i: &mut usize, opt: &str| -> Result<OsString, ProfError> {
@@ -185,6 +196,10 @@ pub fn parse(args: &[OsString]) -> Result<Invocation, ProfError> {
             "--output" => show.to = Some(PathBuf::from(value(&mut i, arg)?)),
             "--device" => device = Some(PathBuf::from(value(&mut i, arg)?)),
             "--no-ptrace" => ptrace = false,
+            "-f" | "--follow-exec" => follow = true,
+            "--annotate" => {
+                show.annotate = Some(value(&mut i, arg)?.to_string_lossy().into_owned());
+            }
             "--report" => report = Some(PathBuf::from(value(&mut i, arg)?)),
             "-h" | "-help" | "--help" => return Ok(Invocation::Help),
             "-V" | "--version" => return Ok(Invocation::Version),
@@ -216,6 +231,16 @@ pub fn parse(args: &[OsString]) -> Result<Invocation, ProfError> {
             "-stride {stride}: must be 0 or a power of two"
         )));
     }
+    if follow && kernel {
+        return Err(ProfError::Usage(
+            "-f follows user processes; -k profiles the kernel whoever runs".into(),
+        ));
+    }
+    if show.annotate.is_some() && !matches!(show.format, Format::Text | Format::Json) {
+        return Err(ProfError::Usage(
+            "--annotate goes with the text or JSON report".into(),
+        ));
+    }
     if select && !kernel {
         return Err(ProfError::Usage(
             "-select only applies to -k (user profiling always follows PROGRAM alone)".into(),
@@ -231,6 +256,7 @@ pub fn parse(args: &[OsString]) -> Result<Invocation, ProfError> {
         show,
         device,
         ptrace,
+        follow,
         program,
     }))
 }
@@ -258,7 +284,7 @@ mod tests {
         assert_eq!(p.event, EventRequest::default());
         assert_eq!(p.device, None);
         assert_eq!(p.program, os(&["./prog", "-x", "y"]));
-        assert!(p.ptrace && !p.kernel && p.output.is_none());
+        assert!(p.ptrace && !p.kernel && !p.follow && p.output.is_none());
         assert_eq!(p.show, Show::default());
     }
 
@@ -282,6 +308,10 @@ mod tests {
         assert_eq!(p.device, Some(PathBuf::from("/d")));
         assert_eq!(p.program, os(&["prog", "-each"]));
         assert_eq!(profile(&["--", "-weird"]).program, os(&["-weird"]));
+        let p = profile(&["-f", "--annotate", "hot", "sh", "-c", "./prog"]);
+        assert!(p.follow);
+        assert_eq!(p.show.annotate.as_deref(), Some("hot"));
+        assert_eq!(p.program, os(&["sh", "-c", "./prog"]));
     }
 
     #[test]
@@ -306,6 +336,9 @@ mod tests {
             &["--report", "f", "p"],
             &["--format", "html", "p"],
             &["--output"],
+            &["-f", "-k", "p"],
+            &["--annotate", "f", "--format", "svg", "p"],
+            &["--annotate"],
         ] {
             assert!(
                 matches!(parse(&os(words)), Err(ProfError::Usage(_))),
@@ -322,7 +355,8 @@ mod tests {
                 file: "f".into(),
                 show: Show {
                     format: Format::Json,
-                    to: None
+                    to: None,
+                    annotate: None,
                 }
             }
         );
@@ -335,7 +369,8 @@ mod tests {
                 file: "f".into(),
                 show: Show {
                     format: Format::Pprof,
-                    to: Some("p.pb".into())
+                    to: Some("p.pb".into()),
+                    annotate: None,
                 }
             }
         );

@@ -35,8 +35,8 @@ pub fn show(report: &Report, show: &Show) -> Result<(), ProfError> {
     }
 }
 
-/// The frame for interrupts outside the profiled range.
-pub const OUTSIDE: &str = "[outside the profiled range]";
+/// The frame for interrupts outside the profiled ranges.
+pub use crate::report::OUTSIDE;
 
 /// Every (stack, interrupts) of the report, the outside frame last.
 fn stacks(report: &Report) -> Vec<(Vec<String>, u64)> {
@@ -301,7 +301,7 @@ mod tests {
         }
         assert_eq!(total, report.interrupts, "{text}");
         assert!(
-            text.contains(&format!("{}_the_profiled_range] 7", "[outside")),
+            text.contains(&format!("{}_the_profiled_ranges] 7", "[outside")),
             "{text}"
         );
     }

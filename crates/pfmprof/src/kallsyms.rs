@@ -1,26 +1,24 @@
-//! `/proc/kallsyms`: kernel text bounds (`_stext`, `_etext`) and the text
-//! symbols between them. Addresses read as 0 without privilege
-//! (`kptr_restrict`, `perf_event_paranoid`).
+//! `/proc/kallsyms`: the kernel text bounds (`_stext`, `_etext`) the kernel
+//! range covers. Addresses read as 0 without privilege (`kptr_restrict`,
+//! `perf_event_paranoid`). The kernel's function names come from blazesym
+//! ([`crate::symbolize`]).
 
 use super::ProfError;
-use super::symbols::{Symbol, SymbolTable};
 
-/// Kernel text and its functions.
-#[derive(Debug, Clone)]
-pub struct KernelSymbols {
+/// Kernel text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KernelText {
     pub text: (u64, u64),
-    pub symbols: SymbolTable,
 }
 
-/// Parses kallsyms text: core-kernel `t`/`T` symbols inside `[_stext, _etext)`.
-pub fn parse(text: &str) -> Result<KernelSymbols, ProfError> {
+/// Parses kallsyms text for `[_stext, _etext)`.
+pub fn parse(text: &str) -> Result<KernelText, ProfError> {
     let mut stext = None;
     let mut etext = None;
-    let mut functions = Vec::new();
     let mut all_zero = true;
     for line in text.lines() {
         let mut words = line.split_whitespace();
-        let (Some(addr), Some(kind), Some(name)) = (words.next(), words.next(), words.next())
+        let (Some(addr), Some(_kind), Some(name)) = (words.next(), words.next(), words.next())
         else {
             continue;
         };
@@ -28,18 +26,10 @@ pub fn parse(text: &str) -> Result<KernelSymbols, ProfError> {
             continue;
         };
         all_zero &= addr == 0;
-        let module = words.next().is_some();
         match name {
             "_stext" => stext = Some(addr),
             "_etext" => etext = Some(addr),
             _ => {}
-        }
-        if !module && matches!(kind, "t" | "T") {
-            functions.push(Symbol {
-                start: addr,
-                end: 0,
-                name: name.to_string(),
-            });
         }
     }
     if all_zero {
@@ -59,15 +49,11 @@ pub fn parse(text: &str) -> Result<KernelSymbols, ProfError> {
             "kernel text [{start:#x}, {end:#x}) is empty"
         )));
     }
-    functions.retain(|s| (start..end).contains(&s.start));
-    Ok(KernelSymbols {
-        text: (start, end),
-        symbols: SymbolTable::new(functions, end),
-    })
+    Ok(KernelText { text: (start, end) })
 }
 
 /// Reads and parses `/proc/kallsyms`.
-pub fn load() -> Result<KernelSymbols, ProfError> {
+pub fn load() -> Result<KernelText, ProfError> {
     let text =
         std::fs::read_to_string("/proc/kallsyms").map_err(ProfError::io("/proc/kallsyms"))?;
     parse(&text)
@@ -89,26 +75,9 @@ ffffffffc0000000 t mod_func\t[ext4]
 ";
 
     #[test]
-    fn text_bounds_and_functions() {
+    fn text_bounds() {
         let k = parse(KALLSYMS).unwrap();
         assert_eq!(k.text, (0xffffffff81000000, 0xffffffff81003000));
-        // _stext and startup_64 alias: the first listed is kept.
-        assert_eq!(k.symbols.lookup(0xffffffff81000010).unwrap().name, "_stext");
-        assert_eq!(
-            k.symbols.lookup(0xffffffff81000100).unwrap().name,
-            "secondary_startup"
-        );
-        let f = k.symbols.lookup(0xffffffff81002fff).unwrap();
-        assert_eq!(
-            f.name, "do_syscall_64",
-            "data symbols do not split functions"
-        );
-        assert_eq!(
-            f.end, 0xffffffff81003000,
-            "the last function ends at _etext"
-        );
-        assert!(k.symbols.lookup(0xffffffff81003000).is_none());
-        assert!(k.symbols.iter().all(|s| s.name != "mod_func"));
     }
 
     #[test]

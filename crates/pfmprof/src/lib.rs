@@ -8,23 +8,25 @@
 //!
 //! The pure parts live in their own modules and are unit tested: command-line
 //! parsing ([`args`]), which event is sampled on the daemon's model and the
-//! ioctl words that select it ([`event`]), `/proc/PID/maps` and load-bias
-//! arithmetic ([`maps`]),
+//! ioctl words that select it ([`event`]), `/proc/PID/maps` ([`maps`]),
 //! `/proc/kallsyms` parsing ([`kallsyms`]), symbol lookup ([`symbols`]),
 //! bucket-to-function aggregation and report formatting ([`report`]), and the
-//! `-o` file format ([`profile_file`]). [`elf`] reads executables with the
-//! `object` crate (and source lines with `addr2line`), and [`run`] starts
-//! the program and drives the device through `pfm_client`.
+//! `-o` file format ([`profile_file`]). [`symbolize`] names addresses and
+//! finds source lines through the `blazesym` crate (executables, shared
+//! libraries, separate debug files, the kernel), [`rotation`] profiles
+//! several ranges in turn on the one open the device allows, and [`run`]
+//! starts the program and drives the device through `pfm_client`.
 
 pub mod args;
-pub mod elf;
 pub mod event;
 pub mod export;
 pub mod kallsyms;
 pub mod maps;
 pub mod profile_file;
 pub mod report;
+pub mod rotation;
 pub mod run;
+pub mod symbolize;
 pub mod symbols;
 
 use std::path::PathBuf;

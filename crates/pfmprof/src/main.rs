@@ -45,7 +45,7 @@ fn go(argv: &[std::ffi::OsString]) -> Result<i32, ProfError> {
             Ok(0)
         }
         Invocation::Report { file, show } => {
-            let report = profile_file::read(&file)?.report();
+            let report = profile_file::read(&file)?.report_annotating(show.annotate.as_deref());
             export::show(&report, &show)?;
             Ok(0)
         }
@@ -59,7 +59,10 @@ fn go(argv: &[std::ffi::OsString]) -> Result<i32, ProfError> {
                     "pfmprof: profiling began after exec (no ptrace): the first samples of the dynamic loader are not in the profile"
                 );
             }
-            export::show(&outcome.profile.report(), &args.show)?;
+            let report = outcome
+                .profile
+                .report_annotating(args.show.annotate.as_deref());
+            export::show(&report, &args.show)?;
             Ok(outcome.exit.status())
         }
     }

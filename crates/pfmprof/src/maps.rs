@@ -1,5 +1,4 @@
-//! `/proc/PID/maps` and the load bias of an executable: where the kernel put
-//! each PT_LOAD segment (PIE-aware; a non-PIE executable has bias 0).
+//! `/proc/PID/maps`: where the executable and its libraries are mapped.
 
 /// One line of `/proc/PID/maps`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -48,42 +47,20 @@ fn parse_line(line: &str) -> Option<Mapping> {
     })
 }
 
-/// A loadable segment of an ELF file, at link-time addresses.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Segment {
-    pub vaddr: u64,
-    pub memsz: u64,
-    pub offset: u64,
-    pub executable: bool,
-}
-
-/// `runtime address - link address` for the executable at `path`, from the
-/// mapping of one of its executable segments: the mapping whose file offset
-/// is the segment's, page aligned. None until the kernel has mapped it.
-pub fn load_bias(segments: &[Segment], maps: &[Mapping], path: &str, page: u64) -> Option<u64> {
-    let page_mask = !(page.max(1) - 1);
-    let same_file = |m: &Mapping| {
-        m.path
-            .as_deref()
-            .is_some_and(|p| p == path || p.strip_suffix(" (deleted)") == Some(path))
-    };
-    segments
-        .iter()
-        .filter(|s| s.executable)
-        .find_map(|segment| {
-            maps.iter()
-                .filter(|m| same_file(m) && m.executable())
-                .find(|m| m.offset == segment.offset & page_mask)
-                .map(|m| m.start.wrapping_sub(segment.vaddr & page_mask))
+/// The file-backed executable mappings (text of the executable, the loader
+/// and each shared library), deleted files by their old name; `[vdso]` and
+/// anonymous code (JIT) have no file to read symbols from.
+pub fn text_mappings(maps: &[Mapping]) -> Vec<Mapping> {
+    maps.iter()
+        .filter(|m| m.executable() && m.path.as_deref().is_some_and(|p| p.starts_with('/')))
+        .map(|m| {
+            let mut m = m.clone();
+            if let Some(p) = m.path.as_deref().and_then(|p| p.strip_suffix(" (deleted)")) {
+                m.path = Some(p.to_string());
+            }
+            m
         })
-}
-
-/// `[start, end)` spanning every executable segment, at link-time addresses.
-pub fn text_span(segments: &[Segment]) -> Option<(u64, u64)> {
-    let exec = segments.iter().filter(|s| s.executable && s.memsz > 0);
-    let start = exec.clone().map(|s| s.vaddr).min()?;
-    let end = exec.map(|s| s.vaddr + s.memsz).max()?;
-    Some((start, end))
+        .collect()
 }
 
 #[cfg(test)]
@@ -113,53 +90,15 @@ garbage line
     }
 
     #[test]
-    fn pie_bias_is_where_the_text_segment_landed() {
-        let maps = parse_maps(MAPS);
-        let segments = [
-            Segment {
-                vaddr: 0,
-                memsz: 0x6a0,
-                offset: 0,
-                executable: false,
-            },
-            Segment {
-                vaddr: 0x1000,
-                memsz: 0x1d5,
-                offset: 0x1000,
-                executable: true,
-            },
-        ];
-        let bias = load_bias(&segments, &maps, "/tmp/hot prog", 4096).unwrap();
-        assert_eq!(bias, 0x55d0c8a00000);
-        assert_eq!(text_span(&segments), Some((0x1000, 0x11d5)));
-        assert_eq!(load_bias(&segments, &maps, "/tmp/other", 4096), None);
-    }
-
-    #[test]
-    fn non_pie_bias_is_zero_and_deleted_files_still_match() {
-        let maps = parse_maps("00401000-00402000 r-xp 00001000 08:01 77 /usr/bin/x (deleted)\n");
-        let segments = [Segment {
-            vaddr: 0x401000,
-            memsz: 0x800,
-            offset: 0x1000,
-            executable: true,
-        }];
-        assert_eq!(load_bias(&segments, &maps, "/usr/bin/x", 4096), Some(0));
-    }
-
-    #[test]
-    fn unaligned_segments_use_their_page() {
-        // Segment at vaddr 0x1234 file offset 0x1234: mapped from page 0x1000.
-        let maps = parse_maps("7f0000001000-7f0000002000 r-xp 00001000 00:01 5 /p\n");
-        let segments = [Segment {
-            vaddr: 0x1234,
-            memsz: 0x10,
-            offset: 0x1234,
-            executable: true,
-        }];
-        assert_eq!(
-            load_bias(&segments, &maps, "/p", 4096),
-            Some(0x7f0000000000)
+    fn text_mappings_are_the_executable_files() {
+        let maps = parse_maps(
+            "55d0c8a01000-55d0c8a02000 r-xp 00001000 00:1f 1234 /tmp/hot prog\n\
+             7f0000001000-7f0000002000 r-xp 00001000 00:01 5 /lib/libc.so.6 (deleted)\n\
+             7f0000003000-7f0000004000 r--p 00000000 00:01 5 /lib/libc.so.6\n\
+             7ffd4a3f1000-7ffd4a3f2000 r-xp 00000000 00:00 0 [vdso]\n",
         );
+        let text = text_mappings(&maps);
+        let paths: Vec<&str> = text.iter().filter_map(|m| m.path.as_deref()).collect();
+        assert_eq!(paths, ["/tmp/hot prog", "/lib/libc.so.6"]);
     }
 }

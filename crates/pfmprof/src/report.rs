@@ -1,17 +1,30 @@
-//! From buckets to a report: each bucket's count is charged to the function
-//! containing the bucket's first address; functions sorted by samples,
-//! descending. A [`Profile`] carries everything the report needs (the
-//! symbols that cover a sampled bucket, at run-time addresses, and source
-//! lines of the hottest addresses), so `pfmprof --report FILE` prints the same
-//! report without the executable or the kernel it came from.
+//! From buckets to a report. The device profiles one address range per open
+//! and only one open may hold the device, so pfmprof profiles several ranges
+//! (the executable, each shared library, the kernel) *in turn* on one open:
+//! each [`Range`] was sampled during some windows of the run (`sampled`
+//! interrupts) out of the time it was in the rotation (`alive` interrupts),
+//! and its bucket counts are scaled by `alive / sampled` to estimate its
+//! share of the whole run, as perf scales multiplexed counters.
+//!
+//! Each bucket's count is charged to the function containing the bucket's
+//! first address; functions are sorted by samples, descending, and their
+//! percentages are of **every** interrupt of the run (user and kernel,
+//! inside a range or not); what fell outside every range is a row of its
+//! own. A [`Profile`] carries everything the report needs (the symbols that
+//! cover a sampled bucket and the source line of each sampled bucket), so
+//! `pfmprof --report FILE` prints the same report without the binaries.
 
 use super::args::open_mode_name;
+use super::symbolize::short_location;
 use super::symbols::{Symbol, SymbolTable};
 use pfm_client::OpenMode;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
 pub const IPL_ENTRIES: usize = 9;
+
+/// The row for interrupts no range held.
+pub const OUTSIDE: &str = "[outside the profiled ranges]";
 
 /// User or kernel text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -27,24 +40,26 @@ impl Space {
             Space::Kernel => "kernel",
         }
     }
+
+    pub fn named(name: &str) -> Option<Space> {
+        match name {
+            "user" => Some(Space::User),
+            "kernel" => Some(Space::Kernel),
+            _ => None,
+        }
+    }
 }
 
-/// What was profiled and what the device said about it.
+/// What was profiled and what the device said about the whole run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Header {
+    /// What was asked: user (uprofile, with the kernel range where allowed)
+    /// or kernel (`-k`, kprofile).
     pub space: Space,
     pub open: OpenMode,
-    /// The profiled range at run-time addresses.
-    pub start: u64,
-    pub end: u64,
     pub stride: u64,
-    /// Histograms in the data: 1, or one per CPU for EACH.
+    /// Histograms per range: 1, or one per CPU for EACH.
     pub slots: usize,
-    /// The executable, or `/proc/kallsyms`.
-    pub image: String,
-    /// Run-time minus link-time address of the executable.
-    pub bias: u64,
-    pub build_id: Option<String>,
     pub program: String,
     /// The model pfmd emulated (`ev5`); empty in files from before it was
     /// recorded.
@@ -57,7 +72,8 @@ pub struct Header {
     /// Events per sample (PCNTGETINFO pi_sample_period): each sample counts
     /// `sample_period / period` interrupts.
     pub sample_period: u64,
-    /// The counter's interrupt count over the run (PCNTGETCNT).
+    /// The counter's interrupt count over the run (PCNTGETCNT): every
+    /// sample, in any range or none.
     pub interrupts: u64,
     pub lost: u64,
     pub throttled: u64,
@@ -69,18 +85,121 @@ impl Header {
     pub fn bucket_bytes(&self) -> u64 {
         self.stride * 4
     }
+}
 
+/// One profiled range and what it collected.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Range {
+    pub space: Space,
+    /// Run-time addresses.
+    pub start: u64,
+    pub end: u64,
+    /// The file mapped there, or `/proc/kallsyms`.
+    pub image: String,
+    /// File offset of `start` (0 for the kernel).
+    pub offset: u64,
+    /// Its own stride: the user's, or for the kernel range of a user
+    /// profile a coarser one (see [`crate::rotation`]).
+    pub stride: u64,
+    pub build_id: Option<String>,
+    /// The process whose map gave the range (0 for the kernel).
+    pub pid: u32,
+    /// Interrupts of the run while this range was the one profiled.
+    pub sampled: u64,
+    /// Interrupts of the run while this range was in the rotation.
+    pub alive: u64,
+    /// Slots one after another, summed over the range's windows.
+    pub buckets: Vec<u64>,
+    /// Symbols covering sampled buckets, at run-time addresses.
+    pub symbols: Vec<Symbol>,
+    /// Source locations (`/dir/file.c:12`) of sampled buckets.
+    pub locations: BTreeMap<u64, String>,
+}
+
+impl Range {
     pub fn buckets_per_slot(&self) -> usize {
-        if self.stride == 0 {
+        let stride = self.stride;
+        if stride == 0 {
             1
         } else {
-            (self.end - self.start).div_ceil(self.bucket_bytes()) as usize
+            (self.end - self.start).div_ceil(stride * 4) as usize
         }
     }
 
     /// First address of bucket `i`.
     pub fn bucket_address(&self, i: usize) -> u64 {
-        self.start + i as u64 * self.bucket_bytes()
+        self.start + i as u64 * self.stride * 4
+    }
+
+    /// `alive / sampled`: what one of its samples stands for in the run.
+    pub fn scale(&self) -> f64 {
+        if self.sampled == 0 || self.alive <= self.sampled {
+            1.0
+        } else {
+            self.alive as f64 / self.sampled as f64
+        }
+    }
+
+    /// Buckets summed over slots.
+    pub fn summed(&self) -> Vec<u64> {
+        let n = self.buckets_per_slot();
+        let mut sum = vec![0u64; n];
+        for slot in self.buckets.chunks(n.max(1)) {
+            for (s, &b) in sum.iter_mut().zip(slot) {
+                *s += b;
+            }
+        }
+        sum
+    }
+
+    /// The name of the range's module in the report.
+    pub fn module(&self) -> String {
+        match self.space {
+            Space::Kernel => "[kernel]".to_string(),
+            Space::User => self
+                .image
+                .rsplit('/')
+                .next()
+                .unwrap_or(&self.image)
+                .to_string(),
+        }
+    }
+
+    /// Resolves the symbol of each sampled bucket with `resolve` and keeps
+    /// the source line of each sampled bucket (`resolve` takes run-time
+    /// addresses, all at once, and answers each).
+    pub fn resolve(
+        &mut self,
+        resolve: impl FnOnce(&[u64]) -> Vec<Option<crate::symbolize::Resolved>>,
+    ) {
+        if self.stride == 0 {
+            return;
+        }
+        let addrs: Vec<u64> = self
+            .summed()
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| **c > 0)
+            .map(|(i, _)| self.bucket_address(i))
+            .collect();
+        let mut last: Option<(u64, u64)> = None;
+        for (addr, answer) in addrs.iter().zip(resolve(&addrs)) {
+            let Some(r) = answer else { continue };
+            if let Some(location) = r.location {
+                self.locations.insert(*addr, location);
+            }
+            // Buckets ascend: a symbol already kept covers the next ones.
+            if last.is_some_and(|(s, e)| (s..e).contains(addr)) {
+                continue;
+            }
+            let end = if r.symbol.end > r.symbol.start {
+                r.symbol.end
+            } else {
+                addr + 1
+            };
+            last = Some((r.symbol.start, end));
+            self.symbols.push(r.symbol);
+        }
     }
 }
 
@@ -88,141 +207,136 @@ impl Header {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Profile {
     pub header: Header,
-    /// Slots one after another, as read(2) returned them.
-    pub buckets: Vec<u32>,
-    /// Symbols covering sampled buckets, at run-time addresses.
-    pub symbols: Vec<Symbol>,
-    /// Source locations of some run-time addresses.
-    pub locations: BTreeMap<u64, String>,
+    pub ranges: Vec<Range>,
+}
+
+struct RawRow {
+    name: String,
+    module: String,
+    samples: f64,
+    hottest: u64,
+    hottest_count: u64,
+    hottest_range: usize,
 }
 
 impl Profile {
-    /// Builds a profile from raw buckets, resolving the symbol of each
-    /// sampled bucket with `resolve` and the source line of each function's
-    /// hottest bucket with `locate` (both take run-time addresses).
-    pub fn collect(
-        header: Header,
-        buckets: Vec<u32>,
-        resolve: impl Fn(u64) -> Option<Symbol>,
-        locate: impl Fn(u64) -> Option<String>,
-    ) -> Profile {
-        let mut profile = Profile {
-            header,
-            buckets,
-            symbols: Vec::new(),
-            locations: BTreeMap::new(),
-        };
-        if profile.header.stride != 0 {
-            let summed = profile.summed();
-            // Buckets ascend, so the last symbol found is the one to reuse.
-            let mut last: Option<(u64, u64)> = None;
-            for (i, &count) in summed.iter().enumerate() {
-                let addr = profile.header.bucket_address(i);
-                if count == 0 || last.is_some_and(|(s, e)| (s..e).contains(&addr)) {
-                    continue;
-                }
-                if let Some(symbol) = resolve(addr) {
-                    last = Some((symbol.start, symbol.end));
-                    profile.symbols.push(symbol);
-                }
-            }
-        }
-        for row in profile.rows() {
-            if let Some(location) = locate(row.hottest) {
-                profile.locations.insert(row.hottest, location);
-            }
-        }
-        profile
-    }
-
-    /// Buckets summed over slots.
-    pub fn summed(&self) -> Vec<u64> {
-        let n = self.header.buckets_per_slot();
-        let mut sum = vec![0u64; n];
-        for slot in self.buckets.chunks(n.max(1)) {
-            for (s, &b) in sum.iter_mut().zip(slot) {
-                *s += u64::from(b);
-            }
-        }
-        sum
-    }
-
-    /// Per-slot totals.
-    pub fn slot_totals(&self) -> Vec<u64> {
-        let n = self.header.buckets_per_slot().max(1);
-        self.buckets
-            .chunks(n)
-            .map(|c| c.iter().map(|&b| u64::from(b)).sum())
-            .collect()
-    }
-
-    /// Functions with their samples, sorted descending (ties by name).
+    /// Functions (by name and module) with their estimated samples, sorted
+    /// descending (ties by name).
     fn rows(&self) -> Vec<RawRow> {
-        let summed = self.summed();
-        if self.header.stride == 0 {
-            let samples = summed.first().copied().unwrap_or(0);
-            return vec![RawRow {
-                name: format!("[range {:#x}-{:#x}]", self.header.start, self.header.end),
-                samples,
-                hottest: self.header.start,
-                hottest_count: samples,
-            }];
-        }
-        let table = SymbolTable::new(self.symbols.clone(), self.header.end);
-        let mut by_name: BTreeMap<String, RawRow> = BTreeMap::new();
-        for (i, &count) in summed.iter().enumerate().filter(|(_, c)| **c > 0) {
-            let addr = self.header.bucket_address(i);
-            let name = table
-                .lookup(addr)
-                .map_or_else(|| "[unknown]".to_string(), |s| s.name.clone());
-            let row = by_name.entry(name.clone()).or_insert(RawRow {
-                name,
-                samples: 0,
-                hottest: addr,
-                hottest_count: 0,
-            });
-            row.samples += count;
-            if count > row.hottest_count {
-                row.hottest = addr;
-                row.hottest_count = count;
+        let mut by_name: BTreeMap<(String, String), RawRow> = BTreeMap::new();
+        for (r, range) in self.ranges.iter().enumerate() {
+            let module = range.module();
+            let scale = range.scale();
+            let summed = range.summed();
+            let table = SymbolTable::new(range.symbols.clone(), range.end);
+            for (i, &count) in summed.iter().enumerate().filter(|(_, c)| **c > 0) {
+                let addr = range.bucket_address(i);
+                let name = if range.stride == 0 {
+                    format!("[range {:#x}-{:#x}]", range.start, range.end)
+                } else {
+                    table
+                        .lookup(addr)
+                        .map_or_else(|| "[unknown]".to_string(), |s| s.name.clone())
+                };
+                let row = by_name
+                    .entry((name.clone(), module.clone()))
+                    .or_insert(RawRow {
+                        name,
+                        module: module.clone(),
+                        samples: 0.0,
+                        hottest: addr,
+                        hottest_count: 0,
+                        hottest_range: r,
+                    });
+                row.samples += count as f64 * scale;
+                if count > row.hottest_count {
+                    (row.hottest, row.hottest_count, row.hottest_range) = (addr, count, r);
+                }
             }
         }
         let mut rows: Vec<RawRow> = by_name.into_values().collect();
-        rows.sort_by(|a, b| b.samples.cmp(&a.samples).then_with(|| a.name.cmp(&b.name)));
+        rows.sort_by(|a, b| {
+            b.samples
+                .total_cmp(&a.samples)
+                .then_with(|| a.name.cmp(&b.name))
+        });
         rows
     }
 
     pub fn report(&self) -> Report {
+        self.report_annotating(None)
+    }
+
+    /// The report, with the per-line annotation of `function` if given.
+    pub fn report_annotating(&self, function: Option<&str>) -> Report {
         let h = &self.header;
-        let profiled: u64 = self.buckets.iter().map(|&b| u64::from(b)).sum();
+        let rows = self.rows();
+        // Scaled estimates can overshoot the count a little: then they are
+        // scaled down to it (every format sums to the interrupts).
+        let estimated = rows.iter().map(|r| r.samples).sum::<f64>();
+        let fit = if h.interrupts > 0 && estimated > h.interrupts as f64 {
+            h.interrupts as f64 / estimated
+        } else {
+            1.0
+        };
+        let mut counts: Vec<u64> = rows
+            .iter()
+            .map(|r| (r.samples * fit).round() as u64)
+            .collect();
+        let mut profiled: u64 = counts.iter().sum();
+        if h.interrupts > 0 && profiled > h.interrupts {
+            // Rounding: the top row gives back the excess.
+            counts[0] -= (profiled - h.interrupts).min(counts[0]);
+            profiled = counts.iter().sum();
+        }
+        let outside = h.interrupts.saturating_sub(profiled);
+        let total = h.interrupts.max(profiled);
         let mut cumulative = 0.0;
-        let functions = self
-            .rows()
+        let functions = rows
             .into_iter()
-            .map(|r| {
-                let percent = percent(r.samples, profiled);
+            .zip(counts)
+            .map(|(r, samples)| {
+                let percent = percent(samples, total);
                 cumulative += percent;
                 Row {
-                    location: self.locations.get(&r.hottest).cloned(),
+                    location: self.ranges[r.hottest_range]
+                        .locations
+                        .get(&r.hottest)
+                        .map(|l| short_location(l).to_string()),
                     name: r.name,
-                    samples: r.samples,
+                    module: r.module,
+                    samples,
                     percent,
                     cumulative,
                     address: format!("{:#x}", r.hottest),
                 }
             })
             .collect();
+        let first = self.ranges.first();
+        let stride = h.stride;
+        let mut per_cpu = Vec::new();
+        if h.slots > 1 {
+            per_cpu = vec![0.0f64; h.slots];
+            for range in &self.ranges {
+                let n = range.buckets_per_slot().max(1);
+                for (cpu, slot) in range.buckets.chunks(n).enumerate() {
+                    if let Some(sum) = per_cpu.get_mut(cpu) {
+                        *sum += slot.iter().sum::<u64>() as f64 * range.scale() * fit;
+                    }
+                }
+            }
+        }
         Report {
             version: REPORT_VERSION,
             program: h.program.clone(),
             space: h.space.name(),
             open: open_mode_name(h.open),
-            image: h.image.clone(),
-            start: format!("{:#x}", h.start),
-            end: format!("{:#x}", h.end),
-            stride: h.stride,
+            image: first.map(|r| r.image.clone()).unwrap_or_default(),
+            start: format!("{:#x}", first.map_or(0, |r| r.start)),
+            end: format!("{:#x}", first.map_or(0, |r| r.end)),
+            stride,
             bucket_bytes: h.bucket_bytes(),
-            buckets: h.buckets_per_slot(),
+            buckets: first.map_or(0, |r| r.buckets_per_slot()),
             model: h.model.clone(),
             event: h.event.clone(),
             period: h.period,
@@ -230,24 +344,81 @@ impl Profile {
             weight: h.sample_period.checked_div(h.period).unwrap_or(0),
             interrupts: h.interrupts,
             profiled,
+            outside,
+            outside_percent: percent(outside, total),
             lost_samples: h.lost,
             throttled: h.throttled,
             ipl: h.ipl,
-            per_cpu: if h.slots > 1 {
-                self.slot_totals()
-            } else {
-                Vec::new()
-            },
+            per_cpu: per_cpu.iter().map(|v| v.round() as u64).collect(),
+            ranges: self
+                .ranges
+                .iter()
+                .map(|r| RangeRow {
+                    space: r.space.name(),
+                    image: r.image.clone(),
+                    pid: r.pid,
+                    start: format!("{:#x}", r.start),
+                    end: format!("{:#x}", r.end),
+                    sampled: r.sampled,
+                    alive: r.alive,
+                    samples: (r.buckets.iter().sum::<u64>() as f64 * r.scale() * fit).round()
+                        as u64,
+                })
+                .collect(),
             functions,
+            annotation: function.map(|f| self.annotate(f, total)),
         }
     }
-}
 
-struct RawRow {
-    name: String,
-    samples: u64,
-    hottest: u64,
-    hottest_count: u64,
+    /// Samples of `function` by source line (from the locations of its
+    /// sampled buckets), in file and line order.
+    fn annotate(&self, function: &str, total: u64) -> Annotation {
+        let mut lines: BTreeMap<(String, u32), f64> = BTreeMap::new();
+        let mut samples = 0.0;
+        let mut without_line = 0.0;
+        for range in &self.ranges {
+            if range.stride == 0 {
+                continue;
+            }
+            let table = SymbolTable::new(range.symbols.clone(), range.end);
+            let scale = range.scale();
+            for (i, &count) in range.summed().iter().enumerate() {
+                let addr = range.bucket_address(i);
+                if count == 0 || table.lookup(addr).is_none_or(|s| s.name != function) {
+                    continue;
+                }
+                let weight = count as f64 * scale;
+                samples += weight;
+                let parsed = range.locations.get(&addr).and_then(|l| {
+                    let (file, line) = l.rsplit_once(':')?;
+                    Some((file.to_string(), line.parse().ok()?))
+                });
+                match parsed {
+                    Some(key) => *lines.entry(key).or_insert(0.0) += weight,
+                    None => without_line += weight,
+                }
+            }
+        }
+        let in_function = samples.round() as u64;
+        Annotation {
+            function: function.to_string(),
+            samples: in_function,
+            percent: percent(in_function, total),
+            without_line: without_line.round() as u64,
+            lines: lines
+                .into_iter()
+                .map(|((file, line), n)| {
+                    let n = n.round() as u64;
+                    AnnotatedLine {
+                        file,
+                        line,
+                        samples: n,
+                        percent: percent(n, in_function),
+                    }
+                })
+                .collect(),
+        }
+    }
 }
 
 fn percent(part: u64, whole: u64) -> f64 {
@@ -262,8 +433,11 @@ fn percent(part: u64, whole: u64) -> f64 {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Row {
     pub name: String,
-    /// Interrupts charged to it (bucket counts).
+    /// The executable or library it is in (its file name), or `[kernel]`.
+    pub module: String,
+    /// Interrupts charged to it (bucket counts, scaled to the whole run).
     pub samples: u64,
+    /// Of every interrupt of the run.
     pub percent: f64,
     pub cumulative: f64,
     /// Its hottest bucket's first address (run time).
@@ -272,8 +446,47 @@ pub struct Row {
     pub location: Option<String>,
 }
 
+/// One profiled range of the report.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RangeRow {
+    pub space: &'static str,
+    pub image: String,
+    pub pid: u32,
+    pub start: String,
+    pub end: String,
+    /// Interrupts while it was the range profiled.
+    pub sampled: u64,
+    /// Interrupts while it was in the rotation.
+    pub alive: u64,
+    /// Its samples, scaled by alive / sampled.
+    pub samples: u64,
+}
+
+/// `--annotate FUNC`: a function's samples by source line.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Annotation {
+    pub function: String,
+    pub samples: u64,
+    /// Of every interrupt of the run.
+    pub percent: f64,
+    /// Samples of buckets DWARF gives no line for.
+    pub without_line: u64,
+    pub lines: Vec<AnnotatedLine>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AnnotatedLine {
+    pub file: String,
+    pub line: u32,
+    pub samples: u64,
+    /// Of the function's samples.
+    pub percent: f64,
+}
+
 /// The JSON report's `version`: raised when a field changes meaning or goes.
-pub const REPORT_VERSION: u32 = 1;
+/// 2: percentages are of every interrupt of the run (1: of the samples in
+/// the executable's range); `ranges`, `outside`, `module` added.
+pub const REPORT_VERSION: u32 = 2;
 
 /// The report, as text or JSON.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -283,11 +496,13 @@ pub struct Report {
     pub program: String,
     pub space: &'static str,
     pub open: &'static str,
+    /// The first range (the executable, or the kernel for -k).
     pub image: String,
     pub start: String,
     pub end: String,
     pub stride: u64,
     pub bucket_bytes: u64,
+    /// Buckets per slot of the first range.
     pub buckets: usize,
     #[serde(skip_serializing_if = "String::is_empty")]
     pub model: String,
@@ -296,15 +511,22 @@ pub struct Report {
     pub sample_period: u64,
     /// Interrupts each sample counts.
     pub weight: u64,
+    /// Every interrupt of the run.
     pub interrupts: u64,
-    /// Sum of all buckets: interrupts that landed in the range.
+    /// Interrupts that landed in the profiled ranges (scaled estimates).
     pub profiled: u64,
+    /// `interrupts - profiled`: outside every range.
+    pub outside: u64,
+    pub outside_percent: f64,
     pub lost_samples: u64,
     pub throttled: u64,
     pub ipl: [u64; IPL_ENTRIES],
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub per_cpu: Vec<u64>,
+    pub ranges: Vec<RangeRow>,
     pub functions: Vec<Row>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub annotation: Option<Annotation>,
 }
 
 impl Report {
@@ -327,18 +549,31 @@ impl Report {
             self.space, self.program
         );
         let stride = if self.stride == 0 {
-            "stride 0 (one bucket)".to_string()
+            "stride 0 (one bucket per range)".to_string()
         } else {
             format!(
-                "stride {} ({} bytes per bucket), {} buckets",
-                self.stride, self.bucket_bytes, self.buckets
+                "stride {} ({} bytes per bucket)",
+                self.stride, self.bucket_bytes
             )
         };
-        let _ = writeln!(
-            out,
-            "  text {}-{} of {}, {stride}",
-            self.start, self.end, self.image
-        );
+        let turns = if self.ranges.len() > 1 {
+            ", profiled in turn (samples scaled)"
+        } else {
+            ""
+        };
+        let _ = writeln!(out, "  {} ranges, {stride}{turns}", self.ranges.len());
+        for r in &self.ranges {
+            let share = if r.alive == 0 {
+                0.0
+            } else {
+                r.sampled as f64 * 100.0 / r.alive as f64
+            };
+            let _ = writeln!(
+                out,
+                "    {} {}-{} {} (sampled {share:.0}% of its time)",
+                r.space, r.start, r.end, r.image
+            );
+        }
         let model = if self.model.is_empty() {
             String::new()
         } else {
@@ -351,10 +586,10 @@ impl Report {
         );
         let _ = writeln!(
             out,
-            "  interrupts {}, in the profile {} ({:.1}%), lost samples {}, throttled {}",
+            "  interrupts {}, in the ranges {} ({:.1}%), lost samples {}, throttled {}",
             self.interrupts,
             self.profiled,
-            percent(self.profiled, self.interrupts),
+            100.0 - self.outside_percent,
             self.lost_samples,
             self.throttled
         );
@@ -376,14 +611,14 @@ impl Report {
         let _ = writeln!(out);
         let _ = writeln!(
             out,
-            "{:>10} {:>7} {:>7}  function",
+            "{:>10} {:>7} {:>7}  function [module] (hottest line)",
             "samples", "percent", "cum%"
         );
         for row in &self.functions {
             let _ = write!(
                 out,
-                "{:>10} {:>7.2} {:>7.2}  {}",
-                row.samples, row.percent, row.cumulative, row.name
+                "{:>10} {:>7.2} {:>7.2}  {} [{}]",
+                row.samples, row.percent, row.cumulative, row.name, row.module
             );
             if let Some(location) = &row.location {
                 let _ = write!(out, "  ({location})");
@@ -391,7 +626,92 @@ impl Report {
             let _ = writeln!(out);
         }
         if self.functions.is_empty() {
-            let _ = writeln!(out, "{:>10}  (no samples in the profiled range)", 0);
+            let _ = writeln!(out, "{:>10}  (no samples in the profiled ranges)", 0);
+        }
+        let _ = writeln!(
+            out,
+            "{:>10} {:>7.2} {:>7}  {OUTSIDE}",
+            self.outside, self.outside_percent, ""
+        );
+        if let Some(a) = &self.annotation {
+            out.push('\n');
+            out.push_str(&a.text());
+        }
+        out
+    }
+}
+
+impl Annotation {
+    /// The function's sampled lines with their source where the file can be
+    /// read (a few lines around them), else the lines alone.
+    pub fn text(&self) -> String {
+        use std::fmt::Write;
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "annotation of {}: {} samples ({:.2}% of the run)",
+            self.function, self.samples, self.percent
+        );
+        if self.samples == 0 {
+            let _ = writeln!(
+                out,
+                "  no samples in a function named {} (names as in the report)",
+                self.function
+            );
+            return out;
+        }
+        if self.lines.is_empty() {
+            let _ = writeln!(
+                out,
+                "  no source lines: its binary has no DWARF line table (build with -g, or \
+                 install its debug file under /usr/lib/debug)"
+            );
+            return out;
+        }
+        let mut files: BTreeMap<&str, Vec<&AnnotatedLine>> = BTreeMap::new();
+        for line in &self.lines {
+            files.entry(line.file.as_str()).or_default().push(line);
+        }
+        for (file, lines) in files {
+            let _ = writeln!(out, "{file}");
+            let _ = writeln!(
+                out,
+                "{:>10} {:>7} {:>6}  source",
+                "samples", "percent", "line"
+            );
+            let by_line: BTreeMap<u32, &AnnotatedLine> =
+                lines.iter().map(|l| (l.line, *l)).collect();
+            let source = std::fs::read_to_string(file).ok();
+            let (first, last) = (lines[0].line, lines[lines.len() - 1].line);
+            let shown: Vec<u32> = match &source {
+                // The span of the sampled lines, with two lines before.
+                Some(_) => (first.saturating_sub(2).max(1)..=last).collect(),
+                None => by_line.keys().copied().collect(),
+            };
+            let text_of = |n: u32| {
+                source
+                    .as_deref()
+                    .and_then(|s| s.lines().nth(n as usize - 1))
+                    .map(|l| l.replace('\t', "    "))
+                    .unwrap_or_default()
+            };
+            for n in shown {
+                let mut line = match by_line.get(&n) {
+                    Some(l) => format!("{:>10} {:>7.2} {n:>6}  ", l.samples, l.percent),
+                    None => format!("{:>10} {:>7} {n:>6}  ", "", ""),
+                };
+                line.push_str(&text_of(n));
+                // Reports stay within 100 columns.
+                let cut: String = line.chars().take(100).collect();
+                let _ = writeln!(out, "{}", cut.trim_end());
+            }
+        }
+        if self.without_line > 0 {
+            let _ = writeln!(
+                out,
+                "{:>10}  (no line for these samples)",
+                self.without_line
+            );
         }
         out
     }
@@ -400,18 +720,14 @@ impl Report {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use crate::symbolize::Resolved;
 
     pub fn header() -> Header {
         Header {
             space: Space::User,
             open: OpenMode::All,
-            start: 0x1000,
-            end: 0x1100,
             stride: 4,
             slots: 1,
-            image: "/bin/prog".into(),
-            bias: 0,
-            build_id: None,
             program: "prog".into(),
             model: "ev4".into(),
             event: "PF_CYCLES".into(),
@@ -424,6 +740,24 @@ pub(crate) mod tests {
         }
     }
 
+    pub fn range(buckets: Vec<u64>) -> Range {
+        Range {
+            space: Space::User,
+            start: 0x1000,
+            end: 0x1100,
+            image: "/bin/prog".into(),
+            offset: 0x1000,
+            stride: 4,
+            build_id: None,
+            pid: 42,
+            sampled: 100,
+            alive: 100,
+            buckets,
+            symbols: Vec::new(),
+            locations: BTreeMap::new(),
+        }
+    }
+
     fn sym(start: u64, end: u64, name: &str) -> Symbol {
         Symbol {
             start,
@@ -432,33 +766,47 @@ pub(crate) mod tests {
         }
     }
 
-    pub fn resolver(addr: u64) -> Option<Symbol> {
-        [sym(0x1000, 0x1040, "cold"), sym(0x1040, 0x10c0, "hot")]
-            .into_iter()
-            .find(|s| (s.start..s.end).contains(&addr))
+    pub fn resolver(addrs: &[u64]) -> Vec<Option<Resolved>> {
+        addrs
+            .iter()
+            .map(|&addr| {
+                [sym(0x1000, 0x1040, "cold"), sym(0x1040, 0x10c0, "hot")]
+                    .into_iter()
+                    .find(|s| (s.start..s.end).contains(&addr))
+                    .map(|symbol| Resolved {
+                        location: (symbol.name == "hot")
+                            .then(|| format!("/src/hot.c:{}", 7 + (addr - 0x1040) / 16)),
+                        symbol,
+                    })
+            })
+            .collect()
     }
 
     pub fn sample_profile() -> Profile {
-        let mut buckets = vec![0u32; 16];
+        let mut buckets = vec![0u64; 16];
         buckets[0] = 10; // cold
         buckets[4] = 60; // hot
         buckets[5] = 20; // hot
         buckets[14] = 3; // no symbol
-        Profile::collect(header(), buckets, resolver, |a| {
-            (a == 0x1040).then(|| "hot.c:7".to_string())
-        })
+        let mut r = range(buckets);
+        r.resolve(resolver);
+        Profile {
+            header: header(),
+            ranges: vec![r],
+        }
     }
 
     #[test]
-    fn buckets_are_charged_to_functions_sorted_by_samples() {
+    fn buckets_are_charged_to_functions_sorted_by_samples_of_the_whole_run() {
         let p = sample_profile();
         assert_eq!(
-            p.symbols.len(),
+            p.ranges[0].symbols.len(),
             2,
             "only symbols of sampled buckets are kept"
         );
         let r = p.report();
         assert_eq!(r.profiled, 93);
+        assert_eq!(r.outside, 7);
         let names: Vec<(&str, u64)> = r
             .functions
             .iter()
@@ -466,11 +814,45 @@ pub(crate) mod tests {
             .collect();
         assert_eq!(names, [("hot", 80), ("cold", 10), ("[unknown]", 3)]);
         assert_eq!(r.functions[0].address, "0x1040");
+        assert_eq!(r.functions[0].module, "prog");
         assert_eq!(r.functions[0].location.as_deref(), Some("hot.c:7"));
-        assert!((r.functions[0].percent - 80.0 * 100.0 / 93.0).abs() < 1e-9);
-        assert!((r.functions[2].cumulative - 100.0).abs() < 1e-9);
+        assert!((r.functions[0].percent - 80.0).abs() < 1e-9, "of all 100");
+        assert!((r.functions[2].cumulative - 93.0).abs() < 1e-9);
+        assert!((r.outside_percent - 7.0).abs() < 1e-9);
         assert_eq!(r.weight, 20);
         assert_eq!(r.buckets, 16);
+    }
+
+    #[test]
+    fn ranges_profiled_in_turn_are_scaled_to_the_run() {
+        let mut p = sample_profile();
+        p.header.interrupts = 400;
+        p.ranges[0].sampled = 100;
+        p.ranges[0].alive = 200; // profiled half its time: counts twice
+        let mut lib = range(vec![0; 16]);
+        lib.image = "/lib/libc.so.6".into();
+        lib.start = 0x7000;
+        lib.end = 0x7100;
+        lib.buckets[1] = 50;
+        lib.sampled = 100;
+        lib.alive = 200;
+        lib.symbols = vec![sym(0x7000, 0x7100, "memcpy")];
+        p.ranges.push(lib);
+        let r = p.report();
+        assert_eq!(r.functions[0].name, "hot");
+        assert_eq!(r.functions[0].samples, 160);
+        assert!((r.functions[0].percent - 40.0).abs() < 1e-9);
+        let memcpy = r.functions.iter().find(|f| f.name == "memcpy").unwrap();
+        assert_eq!((memcpy.samples, memcpy.module.as_str()), (100, "libc.so.6"));
+        assert_eq!(r.profiled, 186 + 100);
+        assert_eq!(r.outside, 400 - 286);
+        let text = r.text();
+        assert!(text.contains("2 ranges"), "{text}");
+        assert!(
+            text.contains(&format!("114   28.50          {OUTSIDE}")),
+            "{text}"
+        );
+        assert!(text.lines().all(|l| l.len() <= 100), "{text}");
     }
 
     #[test]
@@ -478,11 +860,16 @@ pub(crate) mod tests {
         let mut h = header();
         h.slots = 2;
         h.open = OpenMode::Each;
-        let mut buckets = vec![0u32; 32];
+        let mut buckets = vec![0u64; 32];
         buckets[4] = 7; // cpu0 hot
         buckets[16 + 4] = 5; // cpu1 hot
         buckets[16] = 1; // cpu1 cold
-        let p = Profile::collect(h, buckets, resolver, |_| None);
+        let mut r = range(buckets);
+        r.resolve(resolver);
+        let p = Profile {
+            header: h,
+            ranges: vec![r],
+        };
         let r = p.report();
         assert_eq!(r.per_cpu, [7, 6]);
         assert_eq!(r.functions[0].name, "hot");
@@ -491,15 +878,21 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn stride_zero_is_one_row_for_the_range() {
+    fn stride_zero_is_one_row_per_range() {
         let mut h = header();
         h.stride = 0;
-        let p = Profile::collect(h, vec![42], resolver, |_| None);
+        let mut r = range(vec![42]);
+        r.stride = 0;
+        r.resolve(resolver);
+        let p = Profile {
+            header: h,
+            ranges: vec![r],
+        };
         let r = p.report();
         assert_eq!(r.functions.len(), 1);
         assert_eq!(r.functions[0].samples, 42);
         assert_eq!(r.functions[0].name, "[range 0x1000-0x1100]");
-        assert!(p.symbols.is_empty());
+        assert!(p.ranges[0].symbols.is_empty());
     }
 
     #[test]
@@ -507,7 +900,7 @@ pub(crate) mod tests {
         let r = sample_profile().report();
         let text = r.text();
         assert!(
-            text.contains("interrupts 100, in the profile 93 (93.0%)"),
+            text.contains("interrupts 100, in the ranges 93 (93.0%)"),
             "{text}"
         );
         assert!(
@@ -516,19 +909,58 @@ pub(crate) mod tests {
         );
         let hot = text.lines().find(|l| l.contains(" hot")).unwrap();
         assert!(hot.trim_start().starts_with("80 "), "{hot}");
-        assert!(hot.ends_with("(hot.c:7)"), "{hot}");
+        assert!(hot.ends_with("hot [prog]  (hot.c:7)"), "{hot}");
         let json: serde_json::Value = serde_json::from_str(&r.json()).unwrap();
+        assert_eq!(json["version"], 2);
         assert_eq!(json["functions"][0]["name"], "hot");
         assert_eq!(json["functions"][0]["samples"], 80);
         assert_eq!(json["profiled"], 93);
+        assert_eq!(json["outside"], 7);
+        assert_eq!(json["ranges"][0]["image"], "/bin/prog");
         assert_eq!(json["ipl"][8], 95);
         assert_eq!(json["model"], "ev4");
         assert!(json.get("per_cpu").is_none());
+        assert!(json.get("annotation").is_none());
+    }
+
+    #[test]
+    fn annotation_counts_samples_by_line_and_shows_the_source() {
+        let dir = tempfile::tempdir().unwrap();
+        let source = dir.path().join("hot.c");
+        let text: String = (1..=10).map(|i| format!("line {i}\n")).collect();
+        std::fs::write(&source, text).unwrap();
+        let mut p = sample_profile();
+        for loc in p.ranges[0].locations.values_mut() {
+            *loc = loc.replace("/src/hot.c", source.to_str().unwrap());
+        }
+        let r = p.report_annotating(Some("hot"));
+        let a = r.annotation.as_ref().unwrap();
+        assert_eq!(a.samples, 80);
+        let lines: Vec<(u32, u64)> = a.lines.iter().map(|l| (l.line, l.samples)).collect();
+        assert_eq!(lines, [(7, 60), (8, 20)]);
+        let text = a.text();
+        assert!(text.contains("        60   75.00      7  line 7"), "{text}");
+        assert!(
+            text.lines().any(|l| l.trim_start() == "5  line 5"),
+            "{text}"
+        );
+        let none = p.report_annotating(Some("nothing")).annotation.unwrap();
+        assert!(none.text().contains("no samples"));
+        let cold = p.report_annotating(Some("cold")).annotation.unwrap();
+        assert!(cold.text().contains("no source lines"), "{}", cold.text());
     }
 
     #[test]
     fn empty_profile_says_so() {
-        let p = Profile::collect(header(), vec![0; 16], resolver, |_| None);
-        assert!(p.report().text().contains("no samples"));
+        let p = Profile {
+            header: header(),
+            ranges: vec![range(vec![0; 16])],
+        };
+        let text = p.report().text();
+        assert!(text.contains("no samples"), "{text}");
+        assert!(
+            text.contains(&format!("100  100.00          {OUTSIDE}")),
+            "{text}"
+        );
     }
 }

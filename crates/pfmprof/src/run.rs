@@ -38,12 +38,12 @@
 
 use super::ProfError;
 use super::args::ProfileArgs;
-use super::elf::ElfImage;
 use super::event::{self, EventChoice, Programming};
-use super::kallsyms::{self, KernelSymbols};
+use super::kallsyms;
 use super::maps::{self, Mapping};
 use super::report::{Header, IPL_ENTRIES, Profile, Space};
-use super::symbols::Symbol;
+use super::rotation::Rotation;
+use super::symbolize::{Mapped, Symbolizer};
 use nix::errno::Errno;
 use nix::sys::signal::{self, SaFlags, SigAction, SigHandler, SigSet, Signal};
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
@@ -190,83 +190,6 @@ fn read_maps(pid: Pid) -> Result<Vec<Mapping>, ProfError> {
         .map_err(ProfError::io(path))
 }
 
-fn page_size() -> u64 {
-    nix::unistd::sysconf(nix::unistd::SysconfVar::PAGE_SIZE)
-        .ok()
-        .flatten()
-        .map_or(4096, |p| p as u64)
-}
-
-/// The executable's load bias once the child's exec has mapped it.
-fn wait_for_bias(child: &Child, image: &ElfImage) -> Result<u64, ProfError> {
-    let path = image.path.to_string_lossy().into_owned();
-    let page = page_size();
-    if child.traced {
-        match waitpid(child.pid, None) {
-            Ok(WaitStatus::Stopped(_, Signal::SIGTRAP)) => {}
-            Ok(other) => {
-                return Err(ProfError::Program(format!(
-                    "the program did not stop at exec: {other:?}"
-                )));
-            }
-            Err(errno) => {
-                return Err(ProfError::Program(format!("waitpid: {errno}")));
-            }
-        }
-        let maps = read_maps(child.pid)?;
-        return maps::load_bias(&image.segments, &maps, &path, page).ok_or_else(|| {
-            ProfError::Program(format!(
-                "{path} is not mapped in process {} after exec",
-                child.pid
-            ))
-        });
-    }
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        if let Ok(maps) = read_maps(child.pid)
-            && let Some(bias) = maps::load_bias(&image.segments, &maps, &path, page)
-        {
-            return Ok(bias);
-        }
-        match waitpid(child.pid, Some(WaitPidFlag::WNOHANG)) {
-            Ok(WaitStatus::StillAlive) => {}
-            _ => {
-                return Err(ProfError::Program(
-                    "the program exited before its load address could be read (try without --no-ptrace)"
-                        .into(),
-                ));
-            }
-        }
-        if Instant::now() > deadline {
-            return Err(ProfError::Program(format!(
-                "{path} did not appear in /proc/{}/maps",
-                child.pid
-            )));
-        }
-        std::thread::sleep(Duration::from_micros(20));
-    }
-}
-
-/// Waits for the program; at SIGINT stops profiling and passes it on.
-fn wait_program(child: &Child, device: &Device) -> Result<Exit, ProfError> {
-    let mut forwarded = false;
-    loop {
-        match waitpid(child.pid, None) {
-            Ok(WaitStatus::Exited(_, code)) => return Ok(Exit::Code(code)),
-            Ok(WaitStatus::Signaled(_, sig, _)) => return Ok(Exit::Signal(sig as i32)),
-            Ok(_) => {}
-            Err(Errno::EINTR) => {
-                if INTERRUPTED.load(Ordering::SeqCst) && !forwarded {
-                    forwarded = true;
-                    device.disable()?;
-                    let _ = signal::kill(child.pid, Signal::SIGINT);
-                }
-            }
-            Err(errno) => return Err(ProfError::Program(format!("waitpid: {errno}"))),
-        }
-    }
-}
-
 fn catch_sigint() {
     let action = SigAction::new(
         SigHandler::Handler(on_sigint),
@@ -393,19 +316,121 @@ fn refusal(choice: &EventChoice, error: pfm_client::Error) -> ProfError {
 /// `PF5_CTXT_ALL_MODES`: no processor mode excluded.
 const PF5_CTXT_ALL_MODES: u64 = 0;
 
-enum Target {
-    User(Box<ElfImage>),
-    Kernel(KernelSymbols),
+/// `/proc/PID/exe`, where it can be read.
+fn exe_of(pid: Pid) -> Option<PathBuf> {
+    std::fs::read_link(format!("/proc/{pid}/exe")).ok()
+}
+
+/// Waits until the child runs its program: stopped at exec (traced), or
+/// (untraced) until `/proc/PID/exe` is no longer pfmprof's own.
+fn wait_for_exec(child: &Child) -> Result<(), ProfError> {
+    if child.traced {
+        return match waitpid(child.pid, None) {
+            Ok(WaitStatus::Stopped(_, Signal::SIGTRAP)) => Ok(()),
+            Ok(other) => Err(ProfError::Program(format!(
+                "the program did not stop at exec: {other:?}"
+            ))),
+            Err(errno) => Err(ProfError::Program(format!("waitpid: {errno}"))),
+        };
+    }
+    let me = std::env::current_exe().ok();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        if let Some(exe) = exe_of(child.pid)
+            && Some(&exe) != me.as_ref()
+        {
+            return Ok(());
+        }
+        match waitpid(child.pid, Some(WaitPidFlag::WNOHANG)) {
+            Ok(WaitStatus::StillAlive) => {}
+            _ => {
+                return Err(ProfError::Program(
+                    "the program exited before its ranges could be read (try without --no-ptrace)"
+                        .into(),
+                ));
+            }
+        }
+        if Instant::now() > deadline {
+            return Err(ProfError::Program(format!(
+                "process {} did not exec its program within 5 s",
+                child.pid
+            )));
+        }
+        std::thread::sleep(Duration::from_micros(20));
+    }
+}
+
+/// The process whose text is profiled: the child, or with `-f` the newest
+/// live process of its tree (by start time).
+fn followed(child: Pid, follow: bool) -> Pid {
+    if !follow {
+        return child;
+    }
+    // pid -> (parent, start time), from /proc/N/stat.
+    let mut procs: Vec<(i32, i32, u64)> = Vec::new();
+    if let Ok(dir) = std::fs::read_dir("/proc") {
+        for entry in dir.flatten() {
+            let Some(pid) = entry
+                .file_name()
+                .to_str()
+                .and_then(|n| n.parse::<i32>().ok())
+            else {
+                continue;
+            };
+            let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+                continue;
+            };
+            // Fields after the command name, which may hold spaces.
+            let Some((_, rest)) = stat.rsplit_once(") ") else {
+                continue;
+            };
+            let fields: Vec<&str> = rest.split(' ').collect();
+            let (Some(state), Some(ppid), Some(start)) =
+                (fields.first(), fields.get(1), fields.get(19))
+            else {
+                continue;
+            };
+            if *state == "Z" || *state == "X" {
+                continue;
+            }
+            if let (Ok(ppid), Ok(start)) = (ppid.parse(), start.parse()) {
+                procs.push((pid, ppid, start));
+            }
+        }
+    }
+    let mut tree = vec![child.as_raw()];
+    let mut newest = (0u64, child.as_raw());
+    let mut i = 0;
+    while i < tree.len() {
+        let parent = tree[i];
+        for &(pid, ppid, start) in &procs {
+            if ppid == parent && !tree.contains(&pid) {
+                tree.push(pid);
+                newest = newest.max((start, pid));
+            }
+        }
+        i += 1;
+    }
+    Pid::from_raw(newest.1)
+}
+
+/// Reads the followed process's text mappings into the rotation.
+fn follow_maps(rotation: &mut Rotation<'_>, pid: Pid) {
+    if let Ok(maps) = read_maps(pid) {
+        rotation.follow(pid.as_raw() as u32, &maps::text_mappings(&maps));
+    }
 }
 
 /// Profiles `args.program` as `args` says.
 pub fn profile(args: &ProfileArgs) -> Result<Outcome, ProfError> {
     let program = &args.program[0];
     let exe = find_program(program)?;
-    let target = if args.kernel {
-        Target::Kernel(kallsyms::load()?)
+    // -k needs the kernel text; a user profile adds it where kallsyms
+    // shows addresses (and the daemon then decides: root may).
+    let kernel_text = if args.kernel {
+        Some(kallsyms::load()?.text)
     } else {
-        Target::User(Box::new(ElfImage::open(&exe)?))
+        kallsyms::load().ok().map(|k| k.text)
     };
     if args.mode == OpenMode::One {
         let cpu = bind_here()?;
@@ -427,68 +452,77 @@ pub fn profile(args: &ProfileArgs) -> Result<Outcome, ProfError> {
         Start::Counted
     };
     let start_program = || spawn(&device, &exe, &args.program, how);
-    let (start, end, bias, child) = match &target {
-        Target::Kernel(k) => {
-            let (start, end) = k.text;
-            if !args.select {
-                device.log_all()?;
+    let mut rotation = Rotation::new(&device, choice.counter, args.stride);
+    let child = if args.kernel {
+        if let Some(text) = kernel_text {
+            rotation.add_kernel(text, true);
+        }
+        if !args.select {
+            device.log_all()?;
+        }
+        rotation.open_window()?;
+        if rotation.active_count() == 0 {
+            return Err(ProfError::Refused(
+                "the daemon refused the kernel range (kernel profiling needs root, CAP_PERFMON \
+                 or pfmd --allow-group)"
+                    .into(),
+            ));
+        }
+        device.clear_counts()?;
+        rotation.counts_from_zero();
+        if !args.select {
+            device.enable().map_err(|e| refusal(&choice, e))?;
+        }
+        let child = start_program()?;
+        if args.select {
+            // The PME bit is the child's now; start sampling it.
+            device
+                .enable()
+                .map_err(|e| refusal(&choice, e))
+                .inspect_err(|_| kill_and_reap(&child))?;
+        }
+        child
+    } else {
+        let child = start_program()?;
+        let mut setup = || -> Result<(), ProfError> {
+            wait_for_exec(&child)?;
+            follow_maps(&mut rotation, followed(child.pid, args.follow));
+            if let Some(text) = kernel_text {
+                rotation.add_kernel(text, false);
             }
-            device.set_range(true, start, end, Some(args.stride))?;
+            rotation.open_window()?;
             device.clear_counts()?;
-            if !args.select {
-                device.enable().map_err(|e| refusal(&choice, e))?;
-            }
-            let child = start_program()?;
-            if args.select {
-                // The PME bit is the child's now; start sampling it.
-                device
-                    .enable()
-                    .map_err(|e| refusal(&choice, e))
-                    .inspect_err(|_| kill_and_reap(&child))?;
-            }
-            (start, end, 0, child)
+            rotation.counts_from_zero();
+            device.enable().map_err(|e| refusal(&choice, e))?;
+            Ok(())
+        };
+        setup().inspect_err(|_| kill_and_reap(&child))?;
+        if child.traced
+            && let Err(errno) = nix::sys::ptrace::detach(child.pid, None)
+        {
+            kill_and_reap(&child);
+            return Err(ProfError::io("PTRACE_DETACH")(errno.into()));
         }
-        Target::User(image) => {
-            let child = start_program()?;
-            let setup = || -> Result<(u64, u64, u64), ProfError> {
-                let bias = wait_for_bias(&child, image)?;
-                let (lo, hi) = maps::text_span(&image.segments)
-                    .ok_or_else(|| ProfError::Program("no executable segment".into()))?;
-                let (start, end) = (lo.wrapping_add(bias), hi.wrapping_add(bias));
-                device.set_range(false, start, end, Some(args.stride))?;
-                device.clear_counts()?;
-                device.enable().map_err(|e| refusal(&choice, e))?;
-                Ok((start, end, bias))
-            };
-            let (start, end, bias) = setup().inspect_err(|_| kill_and_reap(&child))?;
-            if child.traced
-                && let Err(errno) = nix::sys::ptrace::detach(child.pid, None)
-            {
-                kill_and_reap(&child);
-                return Err(ProfError::io("PTRACE_DETACH")(errno.into()));
-            }
-            (start, end, bias, child)
-        }
+        child
     };
     catch_sigint();
-    let exit = wait_program(&child, &device)?;
+    let exit = run_windows(&child, &device, &mut rotation, args)?;
     device.disable()?;
-    let counts = device.interrupt_counts()?;
+    rotation.close_window()?;
     let ipls = device.ipl_histograms()?;
     let info = device.info()?;
-    let buckets = device.read_profile()?;
     let counter = choice.counter;
-    let interrupts = counts.iter().map(|c| c.counters[counter]).sum();
+    let interrupts: u64 = device
+        .interrupt_counts()?
+        .iter()
+        .map(|c| c.counters[counter])
+        .sum();
     let mut ipl = [0u64; IPL_ENTRIES];
     for h in &ipls {
         for (sum, v) in ipl.iter_mut().zip(h.ipl) {
             *sum += v;
         }
     }
-    let (image_name, build_id) = match &target {
-        Target::User(image) => (image.path.display().to_string(), image.build_id.clone()),
-        Target::Kernel(_) => ("/proc/kallsyms".to_string(), None),
-    };
     let header = Header {
         space: if args.kernel {
             Space::Kernel
@@ -496,13 +530,8 @@ pub fn profile(args: &ProfileArgs) -> Result<Outcome, ProfError> {
             Space::User
         },
         open: args.mode,
-        start,
-        end,
         stride: args.stride,
         slots,
-        image: image_name,
-        bias,
-        build_id,
         program: join_args(&args.program),
         model: choice.implementation.name().to_string(),
         event: choice.label(),
@@ -513,38 +542,83 @@ pub fn profile(args: &ProfileArgs) -> Result<Outcome, ProfError> {
         throttled: info.pi_throttled,
         ipl,
     };
-    let expected = header.buckets_per_slot() * slots;
-    if buckets.len() != expected {
-        return Err(ProfError::Incompatible(format!(
-            "PCNTGETRSIZE gave {} buckets; range, stride and mode make {expected}",
-            buckets.len()
-        )));
+    let symbolizer = Symbolizer::new();
+    let mut ranges = std::mem::take(&mut rotation.ranges);
+    for range in &mut ranges {
+        let expected = range.buckets_per_slot() * slots;
+        if range.buckets.is_empty() {
+            range.buckets = vec![0; expected];
+        }
+        if range.buckets.len() != expected {
+            return Err(ProfError::Incompatible(format!(
+                "PCNTGETRSIZE gave {} buckets for {:#x}-{:#x}; range, stride and mode make \
+                 {expected}",
+                range.buckets.len(),
+                range.start,
+                range.end
+            )));
+        }
+        match range.space {
+            Space::Kernel => range.resolve(|a| symbolizer.kernel(a)),
+            Space::User => {
+                let image = PathBuf::from(&range.image);
+                let mapped = Mapped {
+                    image: &image,
+                    start: range.start,
+                    offset: range.offset,
+                };
+                range.resolve(|a| symbolizer.user(mapped, a));
+            }
+        }
     }
-    let profile = match &target {
-        Target::User(image) => Profile::collect(
-            header,
-            buckets,
-            |addr| {
-                image.symbol(addr.wrapping_sub(bias)).map(|s| Symbol {
-                    start: s.start.wrapping_add(bias),
-                    end: s.end.wrapping_add(bias),
-                    name: s.name.clone(),
-                })
-            },
-            |addr| image.location(addr.wrapping_sub(bias)),
-        ),
-        Target::Kernel(k) => Profile::collect(
-            header,
-            buckets,
-            |addr| k.symbols.lookup(addr).cloned(),
-            |_| None,
-        ),
-    };
     Ok(Outcome {
-        profile,
+        profile: Profile { header, ranges },
         exit,
         late_start: !args.kernel && !child.traced,
     })
+}
+
+/// Runs the windows until the program ends; at SIGINT stops profiling and
+/// passes it on.
+fn run_windows(
+    child: &Child,
+    device: &Device,
+    rotation: &mut Rotation<'_>,
+    args: &ProfileArgs,
+) -> Result<Exit, ProfError> {
+    let mut forwarded = false;
+    let mut window_end = Instant::now() + rotation.window();
+    loop {
+        match waitpid(child.pid, Some(WaitPidFlag::WNOHANG)) {
+            Ok(WaitStatus::Exited(_, code)) => return Ok(Exit::Code(code)),
+            Ok(WaitStatus::Signaled(_, sig, _)) => return Ok(Exit::Signal(sig as i32)),
+            Ok(_) | Err(Errno::EINTR) => {}
+            Err(errno) => return Err(ProfError::Program(format!("waitpid: {errno}"))),
+        }
+        if INTERRUPTED.load(Ordering::SeqCst) && !forwarded {
+            forwarded = true;
+            device.disable()?;
+            let _ = signal::kill(child.pid, Signal::SIGINT);
+        }
+        if !forwarded && Instant::now() >= window_end {
+            let t0 = Instant::now();
+            rotation.close_window()?;
+            let t1 = Instant::now();
+            if !args.kernel {
+                follow_maps(rotation, followed(child.pid, args.follow));
+            }
+            let t2 = Instant::now();
+            rotation.open_window()?;
+            tracing::debug!(
+                close = ?t1 - t0,
+                maps = ?t2 - t1,
+                open = ?t2.elapsed(),
+                "switched ranges"
+            );
+            window_end = Instant::now() + rotation.window();
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
 }
 
 fn join_args(args: &[OsString]) -> String {
