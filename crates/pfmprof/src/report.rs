@@ -210,6 +210,37 @@ pub struct Profile {
     pub ranges: Vec<Range>,
 }
 
+/// Whose bucket `i` (at `addr`, `bytes` long) is: the function at its first
+/// address, unless another function starts inside it (x86 functions need not
+/// start on a bucket boundary). Then the count is split between the two by
+/// the samples of the neighbouring buckets, which are wholly theirs: the
+/// samples of a bucket that holds the tail of a cold function and the entry
+/// of a hot one are the hot one's.
+fn straddle(
+    table: &SymbolTable,
+    summed: &[u64],
+    i: usize,
+    addr: u64,
+    bytes: u64,
+) -> Vec<(String, f64)> {
+    let unknown = || "[unknown]".to_string();
+    let first = table.lookup(addr);
+    let last = table.lookup(addr + bytes.max(1) - 1);
+    let (Some(a), Some(b)) = (first, last) else {
+        return vec![(first.or(last).map_or_else(unknown, |s| s.name.clone()), 1.0)];
+    };
+    if a.start == b.start {
+        return vec![(a.name.clone(), 1.0)];
+    }
+    let before = i.checked_sub(1).map_or(0, |j| summed[j]) as f64;
+    let after = summed.get(i + 1).copied().unwrap_or(0) as f64;
+    if before + after == 0.0 {
+        return vec![(a.name.clone(), 1.0)];
+    }
+    let to_a = before / (before + after);
+    vec![(a.name.clone(), to_a), (b.name.clone(), 1.0 - to_a)]
+}
+
 struct RawRow {
     name: String,
     module: String,
@@ -231,26 +262,26 @@ impl Profile {
             let table = SymbolTable::new(range.symbols.clone(), range.end);
             for (i, &count) in summed.iter().enumerate().filter(|(_, c)| **c > 0) {
                 let addr = range.bucket_address(i);
-                let name = if range.stride == 0 {
-                    format!("[range {:#x}-{:#x}]", range.start, range.end)
+                let shares = if range.stride == 0 {
+                    vec![(format!("[range {:#x}-{:#x}]", range.start, range.end), 1.0)]
                 } else {
-                    table
-                        .lookup(addr)
-                        .map_or_else(|| "[unknown]".to_string(), |s| s.name.clone())
+                    straddle(&table, &summed, i, addr, range.stride * 4)
                 };
-                let row = by_name
-                    .entry((name.clone(), module.clone()))
-                    .or_insert(RawRow {
-                        name,
-                        module: module.clone(),
-                        samples: 0.0,
-                        hottest: addr,
-                        hottest_count: 0,
-                        hottest_range: r,
-                    });
-                row.samples += count as f64 * scale;
-                if count > row.hottest_count {
-                    (row.hottest, row.hottest_count, row.hottest_range) = (addr, count, r);
+                for (name, share) in shares.into_iter().filter(|(_, s)| *s > 0.0) {
+                    let row = by_name
+                        .entry((name.clone(), module.clone()))
+                        .or_insert(RawRow {
+                            name,
+                            module: module.clone(),
+                            samples: 0.0,
+                            hottest: addr,
+                            hottest_count: 0,
+                            hottest_range: r,
+                        });
+                    row.samples += count as f64 * scale * share;
+                    if count > row.hottest_count {
+                        (row.hottest, row.hottest_count, row.hottest_range) = (addr, count, r);
+                    }
                 }
             }
         }
@@ -382,12 +413,21 @@ impl Profile {
             }
             let table = SymbolTable::new(range.symbols.clone(), range.end);
             let scale = range.scale();
-            for (i, &count) in range.summed().iter().enumerate() {
+            let summed = range.summed();
+            for (i, &count) in summed.iter().enumerate() {
                 let addr = range.bucket_address(i);
-                if count == 0 || table.lookup(addr).is_none_or(|s| s.name != function) {
+                if count == 0 {
                     continue;
                 }
-                let weight = count as f64 * scale;
+                let share: f64 = straddle(&table, &summed, i, addr, range.stride * 4)
+                    .into_iter()
+                    .filter(|(name, _)| name == function)
+                    .map(|(_, s)| s)
+                    .sum();
+                if share == 0.0 {
+                    continue;
+                }
+                let weight = count as f64 * scale * share;
                 samples += weight;
                 let parsed = range.locations.get(&addr).and_then(|l| {
                     let (file, line) = l.rsplit_once(':')?;
@@ -568,10 +608,12 @@ impl Report {
             } else {
                 r.sampled as f64 * 100.0 / r.alive as f64
             };
+            // The file's name: the full path is in the JSON report.
+            let name = r.image.rsplit('/').next().unwrap_or(&r.image);
             let _ = writeln!(
                 out,
-                "    {} {}-{} {} (sampled {share:.0}% of its time)",
-                r.space, r.start, r.end, r.image
+                "    {:<6} {:>18}-{:<18} sampled {share:>3.0}% of its time  {name}",
+                r.space, r.start, r.end
             );
         }
         let model = if self.model.is_empty() {
@@ -615,10 +657,15 @@ impl Report {
             "samples", "percent", "cum%"
         );
         for row in &self.functions {
+            let module = if row.module.starts_with('[') {
+                row.module.clone()
+            } else {
+                format!("[{}]", row.module)
+            };
             let _ = write!(
                 out,
-                "{:>10} {:>7.2} {:>7.2}  {} [{}]",
-                row.samples, row.percent, row.cumulative, row.name, row.module
+                "{:>10} {:>7.2} {:>7.2}  {} {module}",
+                row.samples, row.percent, row.cumulative, row.name
             );
             if let Some(location) = &row.location {
                 let _ = write!(out, "  ({location})");
@@ -849,10 +896,46 @@ pub(crate) mod tests {
         let text = r.text();
         assert!(text.contains("2 ranges"), "{text}");
         assert!(
+            text.contains("sampled  50% of its time  libc.so.6"),
+            "{text}"
+        );
+        assert!(
             text.contains(&format!("114   28.50          {OUTSIDE}")),
             "{text}"
         );
         assert!(text.lines().all(|l| l.len() <= 100), "{text}");
+    }
+
+    #[test]
+    fn a_bucket_two_functions_share_goes_by_its_neighbours() {
+        // cold ends and hot starts inside bucket 3 (0x1030..0x1040).
+        let mut buckets = vec![0u64; 16];
+        buckets[3] = 10;
+        buckets[4] = 90; // wholly hot
+        let mut r = range(buckets);
+        r.symbols = vec![sym(0x1000, 0x1038, "cold"), sym(0x1038, 0x10c0, "hot")];
+        let p = Profile {
+            header: header(),
+            ranges: vec![r.clone()],
+        };
+        let rows = p.report().functions;
+        assert_eq!((rows[0].name.as_str(), rows[0].samples), ("hot", 100));
+        assert_eq!(rows.len(), 1, "{rows:?}");
+        // With hot samples on both sides, the bucket is split.
+        r.buckets[2] = 90;
+        let mut h = header();
+        h.interrupts = 200;
+        let p = Profile {
+            header: h,
+            ranges: vec![r],
+        };
+        let rows = p.report().functions;
+        let of = |n: &str| rows.iter().find(|r| r.name == n).unwrap().samples;
+        assert_eq!((of("hot"), of("cold")), (95, 95));
+        assert_eq!(
+            p.report_annotating(Some("hot")).annotation.unwrap().samples,
+            95
+        );
     }
 
     #[test]
