@@ -23,6 +23,9 @@ use std::collections::BTreeMap;
 
 pub const IPL_ENTRIES: usize = 9;
 
+/// The text report's lines are at most this wide.
+const WIDTH: usize = 100;
+
 /// The row for interrupts no range held.
 pub const OUTSIDE: &str = "[outside the profiled ranges]";
 
@@ -662,15 +665,21 @@ impl Report {
             } else {
                 format!("[{}]", row.module)
             };
-            let _ = write!(
-                out,
+            let mut line = format!(
                 "{:>10} {:>7.2} {:>7.2}  {} {module}",
                 row.samples, row.percent, row.cumulative, row.name
             );
-            if let Some(location) = &row.location {
-                let _ = write!(out, "  ({location})");
+            // Within 100 columns: the location goes first, then the name's
+            // tail (the JSON report has them whole).
+            if let Some(location) = &row.location
+                && line.chars().count() + location.chars().count() + 4 <= WIDTH
+            {
+                let _ = write!(line, "  ({location})");
             }
-            let _ = writeln!(out);
+            if line.chars().count() > WIDTH {
+                line = line.chars().take(WIDTH - 1).collect::<String>() + "~";
+            }
+            let _ = writeln!(out, "{line}");
         }
         if self.functions.is_empty() {
             let _ = writeln!(out, "{:>10}  (no samples in the profiled ranges)", 0);
@@ -684,7 +693,16 @@ impl Report {
             out.push('\n');
             out.push_str(&a.text());
         }
-        out
+        // Long program names and paths too: every line within 100 columns.
+        out.lines()
+            .map(|l| {
+                if l.chars().count() > WIDTH {
+                    l.chars().take(WIDTH - 1).collect::<String>() + "~\n"
+                } else {
+                    format!("{l}\n")
+                }
+            })
+            .collect()
     }
 }
 
@@ -749,7 +767,7 @@ impl Annotation {
                 };
                 line.push_str(&text_of(n));
                 // Reports stay within 100 columns.
-                let cut: String = line.chars().take(100).collect();
+                let cut: String = line.chars().take(WIDTH).collect();
                 let _ = writeln!(out, "{}", cut.trim_end());
             }
         }
@@ -904,6 +922,11 @@ pub(crate) mod tests {
             "{text}"
         );
         assert!(text.lines().all(|l| l.len() <= 100), "{text}");
+        let mut p = sample_profile();
+        p.ranges[0].symbols[1].name = "h".repeat(120);
+        let text = p.report().text();
+        assert!(text.lines().all(|l| l.chars().count() <= 100), "{text}");
+        assert!(text.contains("hhhh~"), "{text}");
     }
 
     #[test]

@@ -215,15 +215,6 @@ impl<'d> Rotation<'d> {
         {
             *sum += u64::from(now.saturating_sub(before));
         }
-        tracing::debug!(
-            new = snapshot.iter().map(|&b| u64::from(b)).sum::<u64>()
-                - self
-                    .last_snapshot
-                    .iter()
-                    .map(|&b| u64::from(b))
-                    .sum::<u64>(),
-            "read"
-        );
         self.last_snapshot = snapshot;
         Ok(())
     }
