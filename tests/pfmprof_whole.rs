@@ -338,3 +338,44 @@ fn annotate_shows_the_hot_line() {
     assert!(again.status.success(), "{}", text(&again));
     assert!(String::from_utf8_lossy(&again.stdout).contains("/* HOT */"));
 }
+
+#[test]
+fn ranges_the_daemon_refuses_are_left_out_and_said() {
+    if !can_run() {
+        return;
+    }
+    let program = libc_heavy();
+    // libc's text needs ~350 kB of buckets at stride 4: over this budget.
+    let daemon = Daemon::start(&[
+        "--cpu-mhz",
+        &MHZ.to_string(),
+        "--max-profile-bytes",
+        "100000",
+    ]);
+    let out = run(common::pfmprof(&daemon)
+        .arg("--json")
+        .arg(&program)
+        .arg("10"));
+    assert!(out.status.success(), "{}\n{}", text(&out), daemon.log());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let said = stderr
+        .lines()
+        .find(|l| l.starts_with("pfmprof: not profiling") && l.contains("/libc.so.6"))
+        .unwrap_or_else(|| panic!("{stderr}"));
+    assert!(said.contains("ENOMEM"), "{said}");
+    let report = json(&out);
+    let images: Vec<&str> = report["ranges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|r| r["image"].as_str())
+        .collect();
+    assert!(
+        images.iter().all(|i| !i.ends_with("/libc.so.6")),
+        "{images:?}"
+    );
+    // qsort's time is libc's: outside every range now, and said so.
+    let outside = report["outside_percent"].as_f64().unwrap();
+    assert!(outside > 30.0, "{report:#}");
+    assert_eq!(report["functions"][0]["name"], "by_value", "{report:#}");
+}

@@ -33,7 +33,7 @@ pub struct Rotation<'d> {
     device: &'d Device,
     counter: usize,
     stride: u64,
-    pub ranges: Vec<Range>,
+    ranges: Vec<Range>,
     active: Vec<bool>,
     /// Refused by the daemon: out of the rotation for good.
     refused: Vec<bool>,
@@ -139,6 +139,16 @@ impl<'d> Rotation<'d> {
                 });
             }
         }
+    }
+
+    /// The ranges profiled, those the daemon refused left out.
+    pub fn into_ranges(self) -> Vec<Range> {
+        self.ranges
+            .into_iter()
+            .zip(self.refused)
+            .filter(|(_, refused)| !refused)
+            .map(|(r, _)| r)
+            .collect()
     }
 
     pub fn active_count(&self) -> usize {
@@ -278,12 +288,13 @@ impl<'d> Rotation<'d> {
                             tracing::info!("the kernel range needs privilege: not profiled");
                         } else if self.said.insert(image.clone(), ()).is_none() {
                             eprintln!(
-                                "pfmprof: not profiling {image} ({:#x}-{:#x}): {errno} ({}); \
-                                 its samples count as outside the ranges (pfmd's budgets: \
-                                 pfmd --help)",
+                                "pfmprof: not profiling {image} ({:#x}-{:#x}, {} buckets): \
+                                 {errno}; its samples count as outside the ranges (a larger \
+                                 -stride needs fewer buckets; pfmd --max-profile-bytes and \
+                                 --profile-memory-per-user set the daemon's limits)",
                                 r.start,
                                 r.end,
-                                errno.desc()
+                                r.buckets_per_slot()
                             );
                         }
                     }

@@ -543,7 +543,7 @@ pub fn profile(args: &ProfileArgs) -> Result<Outcome, ProfError> {
         ipl,
     };
     let symbolizer = Symbolizer::new();
-    let mut ranges = std::mem::take(&mut rotation.ranges);
+    let mut ranges = rotation.into_ranges();
     for range in &mut ranges {
         let expected = range.buckets_per_slot() * slots;
         if range.buckets.is_empty() {
