@@ -4,11 +4,14 @@
 //! histogram into the range's buckets, charges the interrupts of the window
 //! to that range (`sampled`) and to every range in the rotation (`alive`),
 //! and sets the next range. The report scales each range's buckets by
-//! `alive / sampled` ([`crate::report::Range::scale`]).
+//! `alive / sampled` ([`crate::report::Range::scale`]). The read and the
+//! setting of the next range are a gap charged to no range's `sampled` (its
+//! samples are lost, not misattributed). A range's window lasts in
+//! proportion to its share so far ([`Rotation::window`]).
 //!
 //! A range the daemon refuses (its budgets: `ENOMEM`, `ENOSPC`, `EBUSY`,
-//! `EAGAIN`; the kernel without privilege: `EACCES`, `EPERM`) is dropped and
-//! said on stderr; the others keep turning.
+//! `EAGAIN`) is dropped and said on stderr, the kernel without privilege
+//! (`EACCES`, `EPERM`) quietly; the others keep turning.
 
 use super::ProfError;
 use super::maps::Mapping;

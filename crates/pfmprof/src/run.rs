@@ -13,24 +13,31 @@
 //!    tid) and PTRACE_TRACEME, then execs. A refused LOGSELECT or exec is an
 //!    error; a refused TRACEME starts the program again without it (4).
 //! 3. The kernel stops a traced child with SIGTRAP once exec has completed:
-//!    every PT_LOAD segment is mapped and not one instruction of the program
-//!    has run. pfmprof reads /proc/PID/maps, computes the load bias of the
-//!    executable (PIE or not) from the mapping of its executable segment,
-//!    sets PCNTSETURANGE to the text, PCNTCLEARCNT, PCNTRENABLE (the host
-//!    sampling events are opened now, on the child's thread with `inherit`,
-//!    so every thread and process it creates from here on is followed) and
-//!    detaches. Nothing is lost and no child escapes.
+//!    the executable and the dynamic loader are mapped and not one
+//!    instruction of the program has run. pfmprof reads /proc/PID/maps (of
+//!    the newest process of the tree with `-f`), makes each executable file
+//!    mapping a range, adds the kernel text where kallsyms shows addresses,
+//!    sets the first range, PCNTCLEARCNT, PCNTRENABLE (the host sampling
+//!    events are opened now, on the child's thread with `inherit`, so every
+//!    thread and process it creates from here on is counted) and detaches.
 //! 4. Without ptrace (`--no-ptrace`, or PTRACE_TRACEME refused, e.g. by a
 //!    seccomp policy) the child execs at once and pfmprof polls
-//!    /proc/PID/maps until the executable is mapped (the spawn returns when
-//!    its close-on-exec pipe closes, *before* the kernel maps the new image,
-//!    so that alone is not enough), then sets the range and enables. Samples
-//!    taken before that — tens to hundreds of microseconds of the dynamic
-//!    loader — are lost, and a process the program forks in that window is
-//!    not followed.
+//!    /proc/PID/exe until it is no longer pfmprof's own (the spawn returns
+//!    when its close-on-exec pipe closes, *before* the kernel maps the new
+//!    image, so that alone is not enough), then does the same. Samples taken
+//!    before that — tens to hundreds of microseconds of the dynamic loader —
+//!    are lost, and a process the program forks in that window is not
+//!    counted.
+//! 5. Until the program ends, the ranges take turns ([`crate::rotation`]):
+//!    at the end of each window pfmprof reads the buckets, reads the maps
+//!    again (libraries the loader maps after exec join; with `-f` the
+//!    followed process may change) and sets the next range.
 //!
-//! Kernel profiling (kprofile, `-k`) knows its range from /proc/kallsyms up
-//! front: PCNTLOGALL, PCNTSETKRANGE, PCNTRENABLE, then the program runs
+//! Names and source lines come from blazesym ([`crate::symbolize`]) once the
+//! program has ended.
+//!
+//! Kernel profiling (kprofile, `-k`) knows its one range from /proc/kallsyms
+//! up front: PCNTLOGALL, PCNTSETKRANGE, PCNTRENABLE, then the program runs
 //! (with `-select`, the child takes the PME bit as above instead of LOGALL).
 //!
 //! Profiling ends when the program exits, or at SIGINT: pfmprof then disables
