@@ -27,6 +27,8 @@ use std::time::Duration;
 pub const MAX_WINDOW: Duration = Duration::from_millis(50);
 /// The shortest, for a range with none (it is still looked at each turn).
 pub const MIN_WINDOW: Duration = Duration::from_millis(2);
+/// An idle range is looked at one turn in this many.
+pub const IDLE_TURNS: u32 = 4;
 /// The most buckets of the kernel range of a user profile.
 pub const KERNEL_BUCKETS: u64 = 1 << 16;
 /// A range's first window.
@@ -40,6 +42,9 @@ pub struct Rotation<'d> {
     active: Vec<bool>,
     /// Refused by the daemon: out of the rotation for good.
     refused: Vec<bool>,
+    /// Windows each range has had, and turns it was passed over as idle.
+    turns: Vec<u32>,
+    skipped: Vec<u32>,
     current: Option<usize>,
     /// The current range's histogram as last read (it counts up from the
     /// range being set).
@@ -58,6 +63,8 @@ impl<'d> Rotation<'d> {
             ranges: Vec::new(),
             active: Vec::new(),
             refused: Vec::new(),
+            turns: Vec::new(),
+            skipped: Vec::new(),
             current: None,
             last_snapshot: Vec::new(),
             last_count: 0,
@@ -97,6 +104,8 @@ impl<'d> Rotation<'d> {
         self.ranges.push(range);
         self.active.push(true);
         self.refused.push(false);
+        self.turns.push(0);
+        self.skipped.push(0);
     }
 
     /// The text mappings of process `pid` are the user ranges from now
@@ -252,8 +261,28 @@ impl<'d> Rotation<'d> {
     pub fn open_window(&mut self) -> Result<(), ProfError> {
         let n = self.ranges.len();
         let from = self.current.map_or(0, |c| c + 1);
-        for step in 0..n {
-            let i = (from + step) % n;
+        let order: Vec<usize> = (0..n).map(|step| (from + step) % n).collect();
+        // An idle range (under 1% of its windows, after a few) is looked at
+        // one turn in IDLE_TURNS: every look costs a read and a set that
+        // no range is profiled through.
+        let idle = |r: &Range, turns: u32, skipped: u32| {
+            turns >= 3
+                && skipped + 1 < IDLE_TURNS
+                && (r.buckets.iter().sum::<u64>() as f64) < 0.01 * r.sampled as f64
+        };
+        let busy = order.iter().copied().find(|&i| {
+            self.active[i]
+                && (Some(i) == self.current
+                    || !idle(&self.ranges[i], self.turns[i], self.skipped[i]))
+        });
+        for &i in &order {
+            if self.active[i] && Some(i) != busy && busy.is_some() && order_before(&order, i, busy)
+            {
+                self.skipped[i] += 1;
+            }
+        }
+        let order: Vec<usize> = busy.into_iter().chain(order).collect();
+        for i in order {
             if !self.active[i] {
                 continue;
             }
@@ -270,6 +299,8 @@ impl<'d> Rotation<'d> {
             {
                 Ok(()) => {
                     self.current = Some(i);
+                    self.turns[i] += 1;
+                    self.skipped[i] = 0;
                     self.last_snapshot.clear();
                     // The gap since the window closed: no range's.
                     return self.charge(false);
@@ -308,4 +339,11 @@ impl<'d> Rotation<'d> {
         self.current = None;
         self.charge(false)
     }
+}
+
+/// Whether `i` comes before `chosen` in `order`.
+fn order_before(order: &[usize], i: usize, chosen: Option<usize>) -> bool {
+    let Some(chosen) = chosen else { return false };
+    let at = |x| order.iter().position(|&o| o == x);
+    at(i) < at(chosen)
 }
