@@ -841,11 +841,9 @@ fn errno_contract_and_each_arrays_on_eight_vcpus() {
     }
     let all = per_cpu(&step("all_hole"));
     assert!(all.first().is_some_and(|(_, n)| *n > 0), "{all:?}");
-    // Idle CPUs: the kernel throttles their samplers once the tick stops;
+    // Idle CPUs: the kernel throttles their samplers once the tick stops, and
     // the stretch no sample ended is charged as idle time when the histogram
-    // is read, but a stretch the kernel un-throttled before the read is lost
-    // to the sampler's count (device.md §6): the histogram may fall short of
-    // the interrupts there, never above them by more than one sample.
+    // is read; what is left uncharged is under GAP_FACTOR (4) + 1 samples.
     let idle_ipl = step("idle_ipl");
     let mut idle = 0;
     for line in idle_ipl.out.lines().filter(|l| l.starts_with("cpu=")) {
@@ -857,14 +855,13 @@ fn errno_contract_and_each_arrays_on_eight_vcpus() {
         let (interrupts, ticks, weight) = (v["interrupts"], v["ipl0"] + v["user"], v["weight"]);
         assert!(interrupts > 0 && weight > 0, "{line}");
         assert!(
-            ticks <= interrupts + weight,
+            ticks <= interrupts + weight && ticks + 5 * weight >= interrupts,
             "ticks {ticks} vs interrupts {interrupts} (weight {weight}): {line}\n{}",
             idle_ipl.out
         );
         idle += v["idle"];
     }
     assert!(idle > 0, "the idle CPUs have idle ticks:\n{}", idle_ipl.out);
-    eprintln!("{test}: idle CPUs' IPL histograms:\n{}", idle_ipl.out);
     for name in ["readers_each", "readers_back"] {
         let each = per_cpu(&step(name));
         assert_eq!(each.len(), 8, "{name}: {each:?}");
