@@ -139,12 +139,6 @@ pub trait SampleSink: Send + Sync {
     fn lost(&self, records: u64);
     /// PERF_RECORD_THROTTLE: the kernel slowed the event down.
     fn throttled(&self);
-    /// The sampled event's count on `cpu` now, from a CPU-wide sampler
-    /// that reads its count into samples, when a reader drains it: what
-    /// counted since the last sample has no sample yet.
-    fn count_now(&self, cpu: u32, count: u64) {
-        let _ = (cpu, count);
-    }
 }
 
 /// A live sampling event. Created disabled.
@@ -152,8 +146,7 @@ pub trait SamplingStream: Send {
     fn enable(&mut self) -> Result<(), BackendError>;
     fn disable(&mut self) -> Result<(), BackendError>;
     /// Delivers every sample already in the buffer now, so a reader sees all
-    /// samples up to this moment, then (CPU-wide samplers that read their
-    /// count) the count now ([`SampleSink::count_now`]).
+    /// samples up to this moment.
     fn drain(&mut self);
 }
 

@@ -359,26 +359,6 @@ impl SampleSink for TickSink {
             histograms.record(sample, ticks);
         }
     }
-    /// The stretch since the last sample on an idle CPU: the kernel
-    /// throttles a CPU-wide sampler there once the tick stops, so no sample
-    /// ends the stretch while the CPU stays idle. A reader that looks then
-    /// charges it by the rule [`SampleSink::sample`] follows for a gap: more
-    /// than `GAP_FACTOR` samples' worth is idle time. Less waits for the next
-    /// sample (the histogram is then behind by a few samples at most).
-    fn count_now(&self, cpu: u32, count: u64) {
-        if !self.cpu_wide || self.host_period == 0 {
-            return;
-        }
-        let mut credited = self.credited.lock().unwrap_or_else(|e| e.into_inner());
-        let done = credited.entry((cpu, u32::MAX)).or_insert(0);
-        let delta = count.saturating_sub(*done) as u128;
-        let ticks = delta * self.weight as u128 / self.host_period as u128;
-        if ticks > (GAP_FACTOR * self.weight) as u128 {
-            *done += (ticks * self.host_period as u128 / self.weight as u128) as u64;
-            drop(credited);
-            self.shared.lock().record_idle(cpu, ticks as u64);
-        }
-    }
     fn lost(&self, records: u64) {
         // Counted in PCNTGETINFO; logged once a daemon's life, as any open
         // can make it happen at will.
@@ -540,34 +520,6 @@ mod tests {
             (11_000 + 100_000) / 100,
             "every counted event is in the histogram"
         );
-    }
-
-    #[test]
-    fn an_idle_stretch_no_sample_ended_is_charged_when_a_reader_looks() {
-        let shared = std::sync::Arc::new(SharedHistograms::new(Histograms::new(true, 2)));
-        shared.lock().ipl_on = true;
-        let sink = TickSink::new(shared.clone(), 10, 1000, true);
-        let at = |count: u64| Sample {
-            count: Some(count),
-            ..sample(0x1000, true, 42, 1)
-        };
-        sink.sample(&at(1000));
-        // A busy CPU between samples: not yet a gap, nothing charged.
-        sink.count_now(1, 1000 + 3000);
-        assert_eq!(shared.lock().ipl[1], [0, 0, 0, 0, 0, 0, 0, 0, 10]);
-        // Throttled and idle: 60 samples' worth since the last one.
-        sink.count_now(1, 1000 + 60_000);
-        let idle = shared.lock().ipl[1];
-        assert_eq!((idle[0], idle[7]), (600, 600));
-        // The sample that ends the stretch later charges only what is new.
-        sink.sample(&at(1000 + 61_000));
-        let h = shared.lock();
-        assert_eq!(h.ipl[1][0] + h.ipl[1][8], 620, "{:?}", h.ipl[1]);
-        // A per-thread sampler's gaps are not idle time: nothing to settle.
-        drop(h);
-        let threads = TickSink::new(shared.clone(), 10, 1000, false);
-        threads.count_now(0, 1_000_000);
-        assert_eq!(shared.lock().ipl[0], [0; 9]);
     }
 
     #[test]

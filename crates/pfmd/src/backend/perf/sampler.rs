@@ -38,9 +38,6 @@ struct Entry {
     sampler: Mutex<Sampler>,
     sink: Arc<dyn SampleSink>,
     cpu: u32,
-    /// CPU-wide, with its count in each sample: a reader's drain also
-    /// hands the sink the count now.
-    reports_count: bool,
 }
 
 /// The epoll set and the thread that serves it.
@@ -203,7 +200,6 @@ impl Hub {
             sampler: Mutex::new(sampler),
             sink,
             cpu: spec.cpu,
-            reports_count: spec.read_count && spec.target == Target::AllTasks,
         });
         self.lock().insert(token, entry.clone());
         Ok(PerfSampler {
@@ -283,13 +279,6 @@ impl SamplingStream for PerfSampler {
     }
     fn drain(&mut self) {
         drain(&self.entry);
-        if self.entry.reports_count {
-            let mut sampler = self.entry.sampler.lock().unwrap_or_else(|e| e.into_inner());
-            match sampler.as_counter_mut().read() {
-                Ok(count) => self.entry.sink.count_now(self.entry.cpu, count),
-                Err(e) => tracing::debug!(cpu = self.entry.cpu, "reading a sampler's count: {e}"),
-            }
-        }
     }
 }
 
