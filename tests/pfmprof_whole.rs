@@ -197,12 +197,7 @@ fn libc_and_own_function_shares_agree_with_perf_record() {
         .sum::<f64>()
         + report["outside_percent"].as_f64().unwrap();
     assert!((total - 100.0).abs() < 0.5, "{summary}");
-    let images: Vec<&str> = report["ranges"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|r| r["image"].as_str())
-        .collect();
+    let images = range_images(&report);
     assert!(
         images.iter().any(|i| i.ends_with("/libc.so.6")),
         "{images:?}"
@@ -364,12 +359,7 @@ fn ranges_the_daemon_refuses_are_left_out_and_said() {
         .unwrap_or_else(|| panic!("{stderr}"));
     assert!(said.contains("ENOMEM"), "{said}");
     let report = json(&out);
-    let images: Vec<&str> = report["ranges"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|r| r["image"].as_str())
-        .collect();
+    let images = range_images(&report);
     assert!(
         images.iter().all(|i| !i.ends_with("/libc.so.6")),
         "{images:?}"
@@ -378,4 +368,14 @@ fn ranges_the_daemon_refuses_are_left_out_and_said() {
     let outside = report["outside_percent"].as_f64().unwrap();
     assert!(outside > 30.0, "{report:#}");
     assert_eq!(report["functions"][0]["name"], "by_value", "{report:#}");
+}
+
+/// The images of a JSON report's profiled ranges.
+fn range_images(report: &serde_json::Value) -> Vec<&str> {
+    report["ranges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|r| r["image"].as_str())
+        .collect()
 }

@@ -265,6 +265,14 @@ mod tests {
         out
     }
 
+    fn read_ok(readers: &GroupReaders, live: &mut Vec<LiveGroup>) -> Vec<Vec<u64>> {
+        readers
+            .read(live, false)
+            .into_iter()
+            .map(Result::unwrap)
+            .collect()
+    }
+
     fn expected(cpus: &[u32]) -> Vec<Vec<u64>> {
         cpus.iter()
             .flat_map(|&c| [vec![1000 * c as u64 + 7], vec![c as u64 + 1]])
@@ -279,11 +287,7 @@ mod tests {
         let mut live = groups(&backend, &cpus);
         let readers = GroupReaders::new(2, 8);
         for _ in 0..3 {
-            let counts: Vec<_> = readers
-                .read(&mut live, false)
-                .into_iter()
-                .map(Result::unwrap)
-                .collect();
+            let counts = read_ok(&readers, &mut live);
             assert_eq!(counts, expected(&cpus));
             let order: Vec<u32> = live.iter().map(|g| g.cpu).collect();
             assert_eq!(order, cpus.iter().flat_map(|&c| [c, c]).collect::<Vec<_>>());
@@ -301,11 +305,7 @@ mod tests {
         let cpus = [0, 1, 2];
         let mut live = groups(&backend, &cpus);
         for readers in [GroupReaders::new(4, 8), GroupReaders::new(0, 8)] {
-            let counts: Vec<_> = readers
-                .read(&mut live, false)
-                .into_iter()
-                .map(Result::unwrap)
-                .collect();
+            let counts = read_ok(&readers, &mut live);
             assert_eq!(counts, expected(&cpus));
             assert!(readers.readers.iter().all(|r| r.get().is_none()));
         }
