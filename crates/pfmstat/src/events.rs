@@ -29,10 +29,15 @@ pub fn aliases(model: Implementation) -> Vec<(&'static str, &'static str)> {
 
 /// The aliases that name `event` in `model`.
 pub fn aliases_of(model: Implementation, event: &AlphaEvent) -> Vec<&'static str> {
-    aliases(model)
+    names_of(&aliases(model), event)
+}
+
+/// The first of each `(name, Alpha name)` pair whose Alpha name is `event`'s.
+fn names_of(pairs: &[(&'static str, &'static str)], event: &AlphaEvent) -> Vec<&'static str> {
+    pairs
         .iter()
-        .filter(|(_, name)| *name == event.name)
-        .map(|(alias, _)| *alias)
+        .filter(|(_, alpha)| *alpha == event.name)
+        .map(|(name, _)| *name)
         .collect()
 }
 
@@ -51,11 +56,7 @@ pub fn papi_presets(model: Implementation) -> Vec<(&'static str, &'static str)> 
 
 /// The PAPI presets that name `event` in `model`.
 pub fn papi_of(model: Implementation, event: &AlphaEvent) -> Vec<&'static str> {
-    papi_presets(model)
-        .iter()
-        .filter(|(_, name)| *name == event.name)
-        .map(|(preset, _)| *preset)
-        .collect()
+    names_of(&papi_presets(model), event)
 }
 
 /// Finds the event `spec` names in `model`: its Alpha name, an alias or a
