@@ -811,7 +811,7 @@ fn errno_contract_and_each_arrays_on_eight_vcpus() {
 /// GETCNT ALL and EACH against the no-op ioctl over CUSE at 2, 4 and 8
 /// vCPUs (issue 17's scaling benchmark): `ioctl_bench` in one VM boot per
 /// size, pinned to CPU 0, against a daemon that reads every CPU itself
-/// (`--parallel-reads 0`, the default) and one with reader threads from 4
+/// (`--parallel-reads 0`) and one with reader threads from 4
 /// CPUs (`--parallel-reads 4`), alternating; prints p50s and their ratios to the no-op. A benchmark, not
 /// a check: `cargo test --release -p pfm-tests --test cuse_vm -- --ignored
 /// --nocapture bench_getcnt_scaling`.

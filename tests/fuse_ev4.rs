@@ -259,8 +259,8 @@ fn each_mode_fills_one_element_per_cpu_and_faults_at_a_guard_page() {
     }
     let include = format!("-I{}/include", common::CRATE);
     let program = common::c_source("guard_page", GUARD_PAGE, &[&include]);
-    // Each CPU read in turn (the default), and by a reader thread per CPU.
-    for extra in [&[][..], &["--parallel-reads", "2"]] {
+    // Each CPU read in turn, and by a reader thread per CPU.
+    for extra in [&["--parallel-reads", "0"][..], &["--parallel-reads", "2"]] {
         each_mode_at_a_guard_page(&program, extra);
     }
 }

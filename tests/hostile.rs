@@ -1277,6 +1277,77 @@ fn stores_into_a_stalled_page_stall_only_their_caller_uring() {
     stores_into_a_stalled_page_stall_only_their_caller(&["--fuse-uring", "on"]);
 }
 
+/// A user's stores held on one CPU (four, into its own slow page) do not
+/// refuse that user's calls on another CPU: the store limit counts each
+/// CPU's link apart, and the classic readers' link allows four per CPU.
+/// Once it was four for a user in all, and the fifth call anywhere was
+/// `EAGAIN` (with one caller per CPU on a 16-CPU machine at once).
+fn held_stores_on_one_cpu_leave_the_user_its_other_cpus(extra: &[&str]) {
+    let test = std::thread::current()
+        .name()
+        .unwrap_or("held_stores")
+        .to_string();
+    if !prerequisites(&test, &[BASE, &[Need::TwoCpus]].concat()) {
+        return;
+    }
+    let _serial = serial();
+    let mut daemon = daemon_over(extra);
+    let fs = SlowFs::mount();
+    // Root's own four stores into the slow page, from CPU 0 (over io_uring
+    // the queue holds three, the fourth is EAGAIN there: its CPU's limit).
+    let mut held = client(
+        &daemon,
+        "stall",
+        &["0", "0", fs.file().to_str().unwrap(), "4"],
+    )
+    .stdout(Stdio::piped())
+    .spawn()
+    .unwrap();
+    let held_lines = line_reader(&mut held);
+    assert!(
+        fs.wait_for("held", Duration::from_secs(30)),
+        "root's store never reached its filesystem\n{}",
+        log_tail(&daemon, 40)
+    );
+    std::thread::sleep(Duration::from_millis(200));
+    let out = run_within(
+        &daemon,
+        client(&daemon, "latency", &["1", "3000"]),
+        Duration::from_secs(120),
+        "root's GETCNTs on CPU 1 while its stores on CPU 0 are held",
+    );
+    assert_rows(&test, &out, &[("enable", "0"), ("getcnt", "0")]);
+    fs.release();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while held.try_wait().unwrap().is_none() {
+        assert!(
+            Instant::now() < deadline,
+            "the held stores not answered after the filesystem answered\n{}",
+            log_tail(&daemon, 40)
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let lines: Vec<String> = held_lines.iter().collect();
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("getcnt_") && l.ends_with(" 0")),
+        "no held store landed: {lines:?}"
+    );
+    assert!(alive(&mut daemon));
+    no_bugs(&daemon);
+}
+
+#[test]
+fn held_stores_on_one_cpu_leave_the_user_its_other_cpus_classic() {
+    held_stores_on_one_cpu_leave_the_user_its_other_cpus(&["--fuse-uring", "off"]);
+}
+
+#[test]
+fn held_stores_on_one_cpu_leave_the_user_its_other_cpus_uring() {
+    held_stores_on_one_cpu_leave_the_user_its_other_cpus(&["--fuse-uring", "on"]);
+}
+
 /// SIGTERM ends the daemon while a caller's store waits on a page that
 /// never arrives (the helper process holding it is the caller's problem,
 /// and goes when the page does).

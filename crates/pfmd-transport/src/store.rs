@@ -21,9 +21,12 @@
 //! Bounds (docs/device.md §8): each link is served by helper threads, one
 //! more started whenever the last idle one takes a store, so a stuck store
 //! holds its own thread only (a thread that finds [`SPARE_THREADS`] idle
-//! after its store leaves); a user has at most [`STORES_PER_USER`] stores
-//! in flight (past it `EAGAIN`, without touching memory), and the helper at
-//! most [`HELPER_THREADS`] threads. A store that faults is `EFAULT`, as a
+//! after its store leaves); a user has at most [`STORES_PER_USER_PER_CPU`]
+//! stores in flight on each ring queue's link, and as many per CPU on the
+//! classic readers' link, which serves every CPU (past it `EAGAIN`, without
+//! touching memory), and the helper at most [`HELPER_THREADS`] threads.
+//! Counted per link, so a user with one caller per CPU is never refused
+//! for callers on other CPUs, and no lock is shared between CPUs. A store that faults is `EFAULT`, as a
 //! failed `copyout`.
 
 use nix::errno::Errno;
@@ -43,8 +46,9 @@ use std::sync::{Arc, Mutex};
 pub const HELPER_ARG: &str = "--store-helper";
 /// The descriptor the helper finds its control socket on.
 const CONTROL_FD: RawFd = 3;
-/// Stores one user may have in flight at once; past it, `EAGAIN`.
-pub const STORES_PER_USER: usize = 4;
+/// Stores one user may have in flight at once on one CPU's link (the
+/// classic link: this many per CPU); past it, `EAGAIN`.
+pub const STORES_PER_USER_PER_CPU: usize = 4;
 /// Threads the helper runs at most (each a store in flight, or idle).
 pub const HELPER_THREADS: usize = 512;
 /// The largest message on a link: a store of the largest array and a reply.
@@ -346,7 +350,6 @@ struct Helper {
     threads: AtomicUsize,
     /// Threads started over the helper's life (a test reads it).
     started: AtomicUsize,
-    in_flight: Mutex<HashMap<u32, usize>>,
 }
 
 /// One link's state in the helper.
@@ -356,6 +359,33 @@ struct Link {
     idle: AtomicUsize,
     /// Where replies go when the helper writes them itself (by tag).
     replies: Vec<OwnedFd>,
+    /// Stores in flight on this link, by user, and how many one user may
+    /// have.
+    in_flight: Mutex<HashMap<u32, usize>>,
+    quota: usize,
+}
+
+impl Link {
+    fn new(sock: OwnedFd, cpu: Option<usize>, replies: Vec<OwnedFd>) -> Link {
+        // A ring queue's link serves one CPU; the classic readers' link
+        // serves them all (every CPU the system may bring online).
+        let cpus = if replies.is_empty() {
+            1
+        } else {
+            nix::unistd::sysconf(nix::unistd::SysconfVar::_NPROCESSORS_CONF)
+                .ok()
+                .flatten()
+                .map_or(1, |n| n.max(1) as usize)
+        };
+        Link {
+            sock,
+            cpu,
+            idle: AtomicUsize::new(0),
+            replies,
+            in_flight: Mutex::new(HashMap::new()),
+            quota: STORES_PER_USER_PER_CPU * cpus,
+        }
+    }
 }
 
 /// The helper's life (`pfmd --store-helper`): take links from the control
@@ -373,7 +403,6 @@ pub fn helper_main() -> std::process::ExitCode {
     let helper = Arc::new(Helper {
         threads: AtomicUsize::new(0),
         started: AtomicUsize::new(0),
-        in_flight: Mutex::new(HashMap::new()),
     });
     loop {
         let mut cpu = [0u8; 8];
@@ -408,12 +437,7 @@ pub fn helper_main() -> std::process::ExitCode {
             continue;
         };
         let cpu = i64::from_ne_bytes(cpu);
-        let link = Arc::new(Link {
-            sock,
-            cpu: usize::try_from(cpu).ok(),
-            idle: AtomicUsize::new(0),
-            replies: fds.collect(),
-        });
+        let link = Arc::new(Link::new(sock, usize::try_from(cpu).ok(), fds.collect()));
         start_thread(&helper, &link);
     }
     // pfmd closed the control socket: it is stopping. Threads blocked on
@@ -493,7 +517,7 @@ fn serve_link(helper: &Arc<Helper>, link: &Arc<Link>) {
             tracing::error!("store helper: malformed store request");
             continue;
         };
-        let result = store_within_quota(helper, &job).map(|()| job.reply);
+        let result = store_within_quota(link, &job).map(|()| job.reply);
         // Only the store can hang (a caller's page); what is left is a
         // write that nobody holds up.
         let leaving = !count_idle(link);
@@ -541,17 +565,17 @@ fn reply_directly(replies: &[OwnedFd], tag: u64, unique: u64, result: Result<Vec
     }
 }
 
-fn store_within_quota(helper: &Helper, job: &StoreJob) -> Result<(), Errno> {
+fn store_within_quota(link: &Link, job: &StoreJob) -> Result<(), Errno> {
     {
-        let mut in_flight = helper.in_flight.lock().unwrap_or_else(|e| e.into_inner());
+        let mut in_flight = link.in_flight.lock().unwrap_or_else(|e| e.into_inner());
         let count = in_flight.entry(job.uid).or_default();
-        if *count >= STORES_PER_USER {
+        if *count >= link.quota {
             return Err(Errno::EAGAIN);
         }
         *count += 1;
     }
     let result = store_to_caller(job.tid, job.addr, &job.bytes);
-    let mut in_flight = helper.in_flight.lock().unwrap_or_else(|e| e.into_inner());
+    let mut in_flight = link.in_flight.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(count) = in_flight.get_mut(&job.uid) {
         *count -= 1;
         if *count == 0 {
@@ -621,12 +645,16 @@ mod tests {
     }
 
     #[test]
-    fn a_user_past_its_quota_gets_eagain_without_a_store() {
-        let helper = Helper {
-            threads: AtomicUsize::new(0),
-            started: AtomicUsize::new(0),
-            in_flight: Mutex::new(HashMap::from([(7, STORES_PER_USER)])),
-        };
+    fn a_user_past_its_quota_on_a_link_gets_eagain_without_a_store() {
+        let (_ours, theirs) = seqpacket_pair().unwrap();
+        let link = Link::new(theirs, Some(0), Vec::new());
+        assert_eq!(link.quota, STORES_PER_USER_PER_CPU);
+        link.in_flight
+            .lock()
+            .unwrap()
+            .insert(7, STORES_PER_USER_PER_CPU);
+        let (_ours, theirs) = seqpacket_pair().unwrap();
+        let other_cpu = Link::new(theirs, Some(1), Vec::new());
         let mut target = [0u8; 4];
         let job = StoreJob {
             tag: 0,
@@ -637,13 +665,35 @@ mod tests {
             bytes: vec![1; 4],
             reply: vec![],
         };
-        assert_eq!(store_within_quota(&helper, &job), Err(Errno::EAGAIN));
+        assert_eq!(store_within_quota(&link, &job), Err(Errno::EAGAIN));
         assert_eq!(std::hint::black_box(target), [0; 4]);
-        // Another user is not held by user 7's stores.
+        // The same user on another CPU's link, and another user on this
+        // one, are not held by user 7's stores here.
+        let mut target2 = [0u8; 4];
+        let elsewhere = StoreJob {
+            addr: target2.as_mut_ptr() as u64,
+            ..job.clone()
+        };
+        assert_eq!(store_within_quota(&other_cpu, &elsewhere), Ok(()));
+        assert_eq!(std::hint::black_box(target2), [1; 4]);
         let other = StoreJob { uid: 8, ..job };
-        assert_eq!(store_within_quota(&helper, &other), Ok(()));
+        assert_eq!(store_within_quota(&link, &other), Ok(()));
         assert_eq!(std::hint::black_box(target), [1; 4]);
-        assert_eq!(helper.in_flight.lock().unwrap().get(&8), None);
+        assert_eq!(link.in_flight.lock().unwrap().get(&8), None);
+        assert_eq!(other_cpu.in_flight.lock().unwrap().get(&7), None);
+    }
+
+    /// The classic readers serve every CPU through one link: its quota is
+    /// per CPU of the system.
+    #[test]
+    fn the_classic_link_allows_a_quota_per_cpu() {
+        let (_ours, theirs) = seqpacket_pair().unwrap();
+        let (_reply, reply_file) = seqpacket_pair().unwrap();
+        let link = Link::new(theirs, None, vec![reply_file]);
+        let cpus = nix::unistd::sysconf(nix::unistd::SysconfVar::_NPROCESSORS_CONF)
+            .unwrap()
+            .unwrap() as usize;
+        assert_eq!(link.quota, STORES_PER_USER_PER_CPU * cpus);
     }
 
     /// Stores one after another (each sent once the last one's result is
@@ -657,15 +707,9 @@ mod tests {
         let helper = Arc::new(Helper {
             threads: AtomicUsize::new(0),
             started: AtomicUsize::new(0),
-            in_flight: Mutex::new(HashMap::new()),
         });
         let (ours, theirs) = seqpacket_pair().unwrap();
-        let link = Arc::new(Link {
-            sock: theirs,
-            cpu: None,
-            idle: AtomicUsize::new(0),
-            replies: Vec::new(),
-        });
+        let link = Arc::new(Link::new(theirs, None, Vec::new()));
         start_thread(&helper, &link);
         let mut target = [0u8; 8];
         let mut result = StoreLink::result_buffer();

@@ -82,14 +82,26 @@ fn counting(path: &PathBuf, mode: OpenMode) -> Device {
     device
 }
 
-/// PCNTGETCNT calls per second of `holders` ONE-mode opens, each by a
-/// thread bound to its own CPU, all calling for `window` at once.
+/// Calls per second of `holders` ONE-mode opens, each by a thread bound to
+/// its own CPU, all calling `call` (PCNTGETCNT unless given) for `window`
+/// at once.
 fn one_holder_per_cpu(path: &PathBuf, holders: usize, window: Duration) -> f64 {
+    holders_calling(path, holders, window, |d| {
+        std::hint::black_box(must(d.ev4_counts()));
+    })
+}
+
+fn holders_calling(
+    path: &PathBuf,
+    holders: usize,
+    window: Duration,
+    call: impl Fn(&Device) + Sync,
+) -> f64 {
     let start = std::sync::Barrier::new(holders);
     let calls = std::thread::scope(|scope| {
         let workers: Vec<_> = (0..holders)
             .map(|cpu| {
-                let start = &start;
+                let (start, call) = (&start, &call);
                 scope.spawn(move || {
                     let mut set = nix::sched::CpuSet::new();
                     set.set(cpu).expect("a CPU number");
@@ -100,7 +112,7 @@ fn one_holder_per_cpu(path: &PathBuf, holders: usize, window: Duration) -> f64 {
                     let until = Instant::now() + window;
                     let mut calls = 0u64;
                     while Instant::now() < until {
-                        std::hint::black_box(must(device.ev4_counts()));
+                        call(&device);
                         calls += 1;
                     }
                     calls
@@ -129,10 +141,42 @@ struct Args {
     /// Calls per latency row.
     #[arg(long, default_value_t = 20_000, value_name = "N")]
     iterations: usize,
+    /// Only the aggregate rows, each for this long: one ONE holder, then one
+    /// per CPU, calling PCNTGETCNT, then the no-op on their own opens (a
+    /// steady load to profile, and what limits scaling).
+    #[arg(long, value_name = "SECONDS", requires = "device")]
+    aggregate_only: Option<f64>,
+}
+
+/// `--aggregate-only`: one holder against one per CPU, GETCNT and no-op,
+/// each holder on its own open.
+fn aggregate_only(device: &PathBuf, window: Duration) {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let noop = |d: &Device| must(d.enable());
+    let getcnt_one = one_holder_per_cpu(device, 1, window);
+    let getcnt_all = one_holder_per_cpu(device, cpus, window);
+    let noop_one = holders_calling(device, 1, window, noop);
+    let noop_all = holders_calling(device, cpus, window, noop);
+    println!(
+        "GETCNT ONE: one holder {getcnt_one:.0}/s, one per CPU ({cpus}) {getcnt_all:.0}/s: x{:.2}",
+        getcnt_all / getcnt_one.max(1.0)
+    );
+    println!(
+        "no-op, own ONE open: one holder {noop_one:.0}/s, one per CPU ({cpus}) {noop_all:.0}/s: x{:.2}",
+        noop_all / noop_one.max(1.0)
+    );
 }
 
 fn main() {
-    let Args { device, iterations } = clap::Parser::parse();
+    let Args {
+        device,
+        iterations,
+        aggregate_only: aggregate_window,
+    } = clap::Parser::parse();
+    if let (Some(path), Some(seconds)) = (&device, aggregate_window) {
+        aggregate_only(path, Duration::from_secs_f64(seconds));
+        return;
+    }
     let dir = std::env::temp_dir().join(format!("pfm-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let device_given = device.clone();
