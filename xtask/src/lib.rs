@@ -19,6 +19,7 @@ pub mod aarch64;
 pub mod ci;
 pub mod guest;
 pub mod host;
+mod layout;
 pub mod pfmd;
 pub mod selftest;
 pub mod vm;

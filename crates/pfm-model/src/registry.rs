@@ -45,6 +45,9 @@ pub struct Model {
     /// The built-in cost of every event (a family's table may hold rows for
     /// its other models' events too).
     pub costs: &'static [CostRow],
+    /// Whether `PCNTSETITEMS` takes a profile-me statistic in bits 8..15
+    /// (the EV67's ProfileMe hardware).
+    pub profile_me: bool,
 }
 
 const EV4: [u64; MAX_COUNTERS] = [65536, 4096, 0];
@@ -67,6 +70,7 @@ const EV4_RECORD: Model = Model {
     cycle_events: ev4::tools::CYCLE_EVENTS,
     statistics: &[ev4::tools::STATISTICS],
     costs: ev4::costs::COSTS,
+    profile_me: false,
 };
 
 const EV5_RECORD: Model = Model {
@@ -87,6 +91,7 @@ const EV5_RECORD: Model = Model {
         ev5::tools::SCACHE_MEMORY_TIME,
     ],
     costs: ev5::costs::COSTS,
+    profile_me: false,
 };
 
 const EV6_RECORD: Model = Model {
@@ -102,6 +107,7 @@ const EV6_RECORD: Model = Model {
     cycle_events: ev6::tools::EV6_CYCLE_EVENTS,
     statistics: &[ev6::tools::EV6_STATISTICS],
     costs: ev6::costs::EV6_COSTS,
+    profile_me: false,
 };
 
 static MODELS: [Model; 7] = [
@@ -139,6 +145,7 @@ static MODELS: [Model; 7] = [
         cycle_events: ev6::tools::EV67_CYCLE_EVENTS,
         statistics: &[ev6::tools::EV67_STATISTICS],
         costs: ev6::costs::EV67_COSTS,
+        profile_me: true,
         ..EV6_RECORD
     },
 ];

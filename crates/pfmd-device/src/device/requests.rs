@@ -5,7 +5,7 @@ use super::histogram::ProfileMode;
 use super::open_file::Scope;
 use super::session::Session;
 use super::{DeviceError, IoctlReply, now_cycles};
-use pfm_abi::{Implementation, Items, PfIpls, PfmInfo, Request, structs as abi};
+use pfm_abi::{Items, PfIpls, PfmInfo, Request, structs as abi};
 use pfm_model::ev6::profile_me;
 use zerocopy::IntoBytes;
 
@@ -163,9 +163,9 @@ impl Session<'_> {
             )));
         }
         let statistic = Items::profile_me(word);
-        if statistic != 0 && self.device.config.implementation != Implementation::Ev67 {
+        if statistic != 0 && !pfm_model::Model::of(self.device.config.implementation).profile_me {
             return Err(DeviceError::invalid(format!(
-                "profile-me statistic {statistic} needs --model ev67"
+                "profile-me statistic {statistic} needs a model with ProfileMe (--model ev67)"
             )));
         }
         if let Some(statistic) = profile_me::plan(statistic)? {

@@ -12,7 +12,7 @@
 use super::{Args, StartError, host};
 use crate::backend::perf::PerfBackend;
 use pfm_model::ev6::profile_me::{self, Source};
-use pfm_model::ev6::{EV67_PAIRS, Ev67Pair};
+use pfm_model::registry::Pair;
 use pfm_model::{
     AlphaEvent, EventMap, HostEvent, HostSupport, Implementation, Model, Resolution, Scale,
     catalog, resolve,
@@ -80,8 +80,8 @@ fn hex(v: u64) -> String {
     format!("{v:#x}")
 }
 
-fn pairs_with(event: &AlphaEvent) -> Vec<&'static Ev67Pair> {
-    EV67_PAIRS
+fn pairs_with(pairs: &'static [Pair], event: &AlphaEvent) -> Vec<&'static Pair> {
+    pairs
         .iter()
         .filter(|p| std::ptr::eq(p.event(event.counter as usize), event))
         .collect()
@@ -89,7 +89,8 @@ fn pairs_with(event: &AlphaEvent) -> Vec<&'static Ev67Pair> {
 
 /// The whole listing as data: what `--json` prints and the text is made of.
 pub fn listing(model: Implementation, host: &dyn HostSupport, map: &EventMap) -> Value {
-    let ev67 = model == Implementation::Ev67;
+    let record = Model::of(model);
+    let pairs = record.pairs;
     let mut resolved = std::collections::HashMap::new();
     let events: Vec<Value> = catalog(model)
         .into_iter()
@@ -120,8 +121,11 @@ pub fn listing(model: Implementation, host: &dyn HostSupport, map: &EventMap) ->
                 })).collect::<Vec<_>>(),
                 "this_host": on_host,
             });
-            if ev67 {
-                row["pairs"] = pairs_with(event).iter().map(|p| json!(p.name)).collect();
+            if !pairs.is_empty() {
+                row["pairs"] = pairs_with(pairs, event)
+                    .iter()
+                    .map(|p| json!(p.name))
+                    .collect();
             }
             row
         })
@@ -144,8 +148,8 @@ pub fn listing(model: Implementation, host: &dyn HostSupport, map: &EventMap) ->
         "events": events,
         "host_events_that_open": opened,
     });
-    if ev67 {
-        out["pairs"] = EV67_PAIRS
+    if !pairs.is_empty() {
+        out["pairs"] = pairs
             .iter()
             .map(|p| {
                 let names = [p.event(0).name, p.event(1).name];
@@ -161,6 +165,8 @@ pub fn listing(model: Implementation, host: &dyn HostSupport, map: &EventMap) ->
                 })
             })
             .collect();
+    }
+    if record.profile_me {
         out["profile_me"] = json!({
             "items_bits": "PCNTSETITEMS bits 8..15",
             "statistics": profile_me::STATISTICS[1..].iter().map(|s| {
@@ -317,7 +323,7 @@ mod tests {
     fn ev67_shows_pairs_counters_and_profile_me() {
         let l = listing(Implementation::Ev67, &OnlySoftware, &EventMap::default());
         let pairs = l["pairs"].as_array().unwrap();
-        assert_eq!(pairs.len(), EV67_PAIRS.len());
+        assert_eq!(pairs.len(), pfm_model::ev6::EV67_PAIRS.len());
         let countable = |code: &str| {
             pairs.iter().find(|p| p["code"] == code).unwrap()["countable_here"] == true
         };
