@@ -19,7 +19,7 @@
 
 mod common;
 
-use common::{Daemon, run, text, value};
+use common::{Channel, Daemon, run, text, value};
 use std::path::Path;
 use std::process::{Command, Output};
 
@@ -137,8 +137,8 @@ fn run_when_free(device: &Path, mut make: impl FnMut() -> Command) -> Output {
 
 /// uprofile on one model: root (ALL and EACH) and nobody; `extra` more
 /// argument sets as root.
-fn uprofile_on(model: &str, banner: &str, extra: &[&[&str]]) {
-    let daemon = Daemon::start(&["--model", model]);
+fn uprofile_on(channel: Channel, model: &str, banner: &str, extra: &[&[&str]]) {
+    let daemon = Daemon::on(channel, &["--model", model]);
     let mut runs: Vec<(String, Output)> = Vec::new();
     for args in [&[][..], &["-each"]].iter().chain(extra) {
         let out = run_when_free(&daemon.device, || {
@@ -165,50 +165,44 @@ fn uprofile_on(model: &str, banner: &str, extra: &[&[&str]]) {
     }
 }
 
-#[test]
-fn uprofile_finds_its_hot_function_on_ev4() {
+fn uprofile_finds_its_hot_function_on_ev4(channel: Channel) {
     if prerequisites(DAEMON_AND_NOBODY) {
-        uprofile_on("ev4", "# model ev4 (21064)", &[]);
+        uprofile_on(channel, "ev4", "# model ev4 (21064)", &[]);
     }
 }
 
-#[test]
-fn uprofile_finds_its_hot_function_on_ev5() {
+fn uprofile_finds_its_hot_function_on_ev5(channel: Channel) {
     if prerequisites(DAEMON_AND_NOBODY) {
-        uprofile_on("ev5", "# model ev5 (21164)", &[]);
+        uprofile_on(channel, "ev5", "# model ev5 (21164)", &[]);
     }
 }
 
-#[test]
-fn uprofile_finds_its_hot_function_on_pca56() {
+fn uprofile_finds_its_hot_function_on_pca56(channel: Channel) {
     if prerequisites(DAEMON_AND_NOBODY) {
-        uprofile_on("pca56", "# model pca56 (21164PC)", &[]);
+        uprofile_on(channel, "pca56", "# model pca56 (21164PC)", &[]);
     }
 }
 
-#[test]
-fn uprofile_finds_its_hot_function_on_ev6() {
+fn uprofile_finds_its_hot_function_on_ev6(channel: Channel) {
     if prerequisites(DAEMON_AND_NOBODY) {
-        uprofile_on("ev6", "# model ev6 (21264)", &[]);
+        uprofile_on(channel, "ev6", "# model ev6 (21264)", &[]);
     }
 }
 
 /// Profile-me mode (PF67_PM_RETIRE in PCNTSETITEMS) by default; `-pair`
 /// samples with the aggregate pair PF67_CYCLES_AND_UNDEFINED.
-#[test]
-fn uprofile_finds_its_hot_function_on_ev67_profile_me_and_pair() {
+fn uprofile_finds_its_hot_function_on_ev67_profile_me_and_pair(channel: Channel) {
     if prerequisites(DAEMON_AND_NOBODY) {
-        uprofile_on("ev67", "# model ev67 (21264A)", &[&["-pair"]]);
+        uprofile_on(channel, "ev67", "# model ev67 (21264A)", &[&["-pair"]]);
     }
 }
 
 /// `-pair` is for an EV67 only; elsewhere it is a usage error that says why.
-#[test]
-fn uprofile_pair_elsewhere_is_a_usage_error() {
+fn uprofile_pair_elsewhere_is_a_usage_error(channel: Channel) {
     if !prerequisites(DAEMON) {
         return;
     }
-    let daemon = Daemon::start(&["--model", "ev6"]);
+    let daemon = Daemon::on(channel, &["--model", "ev6"]);
     let out = run(daemon.client("uprofile").arg("-pair"));
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -273,12 +267,11 @@ fn every_example_asks_whether_pfmd_runs_when_the_device_is_missing() {
 }
 
 /// A daemon killed under its mount leaves ENOTCONN: the same question.
-#[test]
-fn every_example_asks_whether_pfmd_runs_when_the_daemon_is_gone() {
+fn every_example_asks_whether_pfmd_runs_when_the_daemon_is_gone(channel: Channel) {
     if !prerequisites(DAEMON) {
         return;
     }
-    let mut daemon = Daemon::start(&["--model", "ev4"]);
+    let mut daemon = Daemon::on(channel, &["--model", "ev4"]);
     daemon.signal(nix::sys::signal::Signal::SIGKILL);
     daemon.wait();
     assert_every_example_asks_for_pfmd(&daemon.device, "Transport endpoint is not connected");
@@ -286,8 +279,7 @@ fn every_example_asks_whether_pfmd_runs_when_the_daemon_is_gone() {
 
 /// A family ioctl of another family is EINVAL; the example names the model
 /// the daemon emulates and the one to start.
-#[test]
-fn family_ioctls_on_another_model_name_the_daemons_model() {
+fn family_ioctls_on_another_model_name_the_daemons_model(channel: Channel) {
     if !prerequisites(DAEMON) {
         return;
     }
@@ -314,7 +306,7 @@ fn family_ioctls_on_another_model_name_the_daemons_model() {
         ),
     ];
     for model in ["ev6", "ev67", "pca56"] {
-        let daemon = Daemon::start(&["--model", model]);
+        let daemon = Daemon::on(channel, &["--model", model]);
         for (_, prog, want) in cases.iter().filter(|c| c.0 == model) {
             let out = run_when_free(&daemon.device, || {
                 let mut cmd = daemon.client(prog);
@@ -339,12 +331,11 @@ fn family_ioctls_on_another_model_name_the_daemons_model() {
 
 /// papi_ev6 on an EV67 counts cycles alone with the pair the 21264A has;
 /// ioctl_bench selects cycles with each family's ioctls.
-#[test]
-fn examples_that_can_run_on_another_model_do() {
+fn examples_that_can_run_on_another_model_do(channel: Channel) {
     if !prerequisites(DAEMON) {
         return;
     }
-    let daemon = Daemon::start(&["--model", "ev67"]);
+    let daemon = Daemon::on(channel, &["--model", "ev67"]);
     let out = run(daemon.client("papi_ev6").args(["-ms", "50"]));
     assert!(out.status.success(), "{}\n{}", text(&out), daemon.log());
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -366,7 +357,7 @@ fn examples_that_can_run_on_another_model_do() {
     drop(daemon);
 
     for model in ["ev4", "ev5", "ev6", "ev67"] {
-        let daemon = Daemon::start(&["--model", model]);
+        let daemon = Daemon::on(channel, &["--model", model]);
         // ioctl_bench closes its ALL open and opens EACH: under load the
         // release may land after pfmd's grace for a process's own release.
         let out = run_when_free(&daemon.device, || {
@@ -391,3 +382,15 @@ fn examples_that_can_run_on_another_model_do() {
         }
     }
 }
+
+over_each_fuse_channel!(
+    uprofile_finds_its_hot_function_on_ev4,
+    uprofile_finds_its_hot_function_on_ev5,
+    uprofile_finds_its_hot_function_on_pca56,
+    uprofile_finds_its_hot_function_on_ev6,
+    uprofile_finds_its_hot_function_on_ev67_profile_me_and_pair,
+    uprofile_pair_elsewhere_is_a_usage_error,
+    every_example_asks_whether_pfmd_runs_when_the_daemon_is_gone,
+    family_ioctls_on_another_model_name_the_daemons_model,
+    examples_that_can_run_on_another_model_do,
+);

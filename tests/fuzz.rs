@@ -1,5 +1,5 @@
 //! The out-of-process fuzzer (`tests/fuzz/pfm_fuzz.c`) against a real pfmd
-//! of every model, for a bounded time each: `PFM_FUZZ_SECONDS` (default 5),
+//! of every model, over each FUSE channel, for a bounded time each: `PFM_FUZZ_SECONDS` (default 5),
 //! seed `PFM_FUZZ_SEED` (default: from the clock; printed). Per model it
 //! prints one summary line and asserts: no daemon restart (same pid, still
 //! running), no hang (every call answered within the fuzzer's deadline), no
@@ -15,7 +15,7 @@
 mod common;
 mod common_hostile;
 
-use common::Daemon;
+use common::{Channel, Daemon};
 use common_hostile::{Need, alive, bug_lines, log_tail, prerequisites, rss_kib, serial, values};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -86,14 +86,15 @@ fn normal_client(daemon: &Daemon) -> Result<(), String> {
     }
 }
 
-fn fuzz(model: &str) {
+fn fuzz(model: &str, channel: Channel) {
     let _serial = serial();
     let name = format!("fuzz_{model}");
     if !prerequisites(&name, &[Need::Root, Need::Fuse, Need::Gcc]) {
         return;
     }
     let program = fuzzer();
-    let mut daemon = Daemon::start_env(
+    let mut daemon = Daemon::on_env(
+        channel,
         &[&["--model", model], BUDGETS].concat(),
         &[("RUST_LOG", "info".as_ref())],
     );
@@ -154,7 +155,7 @@ fn fuzz(model: &str) {
     let v = values(&summary);
     let get = |k: &str| v.get(k).copied().unwrap_or(u64::MAX);
     println!(
-        "fuzz {model}: seed {seed}, {seconds} s: inputs {}, ok ioctls {}, restarts {}, hangs {}, \
+        "fuzz {model}: seed {seed}, {channel:?}, {seconds} s: inputs {}, ok ioctls {}, restarts {}, hangs {}, \
          unknown errnos {}, EIO {}, ENOTCONN {}, RSS before {rss_before} KiB, after {rss_after} KiB",
         get("inputs"),
         get("ok_ioctls"),
@@ -201,37 +202,34 @@ fn fuzz(model: &str) {
     }
 }
 
-#[test]
-fn fuzz_ev4() {
-    fuzz("ev4");
+fn fuzz_ev4(channel: Channel) {
+    fuzz("ev4", channel);
 }
 
-#[test]
-fn fuzz_ev45() {
-    fuzz("ev45");
+fn fuzz_ev45(channel: Channel) {
+    fuzz("ev45", channel);
 }
 
-#[test]
-fn fuzz_ev5() {
-    fuzz("ev5");
+fn fuzz_ev5(channel: Channel) {
+    fuzz("ev5", channel);
 }
 
-#[test]
-fn fuzz_ev56() {
-    fuzz("ev56");
+fn fuzz_ev56(channel: Channel) {
+    fuzz("ev56", channel);
 }
 
-#[test]
-fn fuzz_pca56() {
-    fuzz("pca56");
+fn fuzz_pca56(channel: Channel) {
+    fuzz("pca56", channel);
 }
 
-#[test]
-fn fuzz_ev6() {
-    fuzz("ev6");
+fn fuzz_ev6(channel: Channel) {
+    fuzz("ev6", channel);
 }
 
-#[test]
-fn fuzz_ev67() {
-    fuzz("ev67");
+fn fuzz_ev67(channel: Channel) {
+    fuzz("ev67", channel);
 }
+
+over_each_fuse_channel!(
+    fuzz_ev4, fuzz_ev45, fuzz_ev5, fuzz_ev56, fuzz_pca56, fuzz_ev6, fuzz_ev67,
+);

@@ -8,7 +8,7 @@
 mod common;
 mod common_hostile;
 
-use common::Daemon;
+use common::{Channel, Daemon};
 use common_hostile::{
     Need, alive, assert_rows, bug_lines, client, client_as_nobody, log_tail, open_when_free,
     prerequisites, rows, rss_kib, run_ok, serial, values,
@@ -45,8 +45,7 @@ fn no_bugs(daemon: &Daemon) {
 /// `PCNTCALLER` is not a privilege check of its own: it needs kernel
 /// profiling on, which such a caller can never turn on (`PCNTSETKRANGE` is
 /// `EACCES`), so it is `EINVAL`, the table's row for "kernel profiling off".
-#[test]
-fn user_namespace_root_gets_nothing_nobody_would_not() {
+fn user_namespace_root_gets_nothing_nobody_would_not(channel: Channel) {
     let _serial = serial();
     let name = "user_namespace_root_gets_nothing_nobody_would_not";
     if !prerequisites(
@@ -60,7 +59,7 @@ fn user_namespace_root_gets_nothing_nobody_would_not() {
         return;
     }
     for model in ["ev4", "ev5"] {
-        let daemon = Daemon::start(&["--model", model]);
+        let daemon = Daemon::on(channel, &["--model", model]);
         let ev5 = model == "ev5";
 
         let root = run_ok(&daemon, &mut client(&daemon, "userns", &[]));
@@ -141,8 +140,7 @@ fn user_namespace_root_gets_nothing_nobody_would_not() {
 /// thread runs. The daemon takes the thread from the FUSE request, in its
 /// own namespace, so the namespace's pids (the client is pid 1) never
 /// confuse it. As root, and as nobody in a user+PID namespace.
-#[test]
-fn pid_namespace_client_counts_its_own_threads() {
+fn pid_namespace_client_counts_its_own_threads(channel: Channel) {
     let _serial = serial();
     let name = "pid_namespace_client_counts_its_own_threads";
     if !prerequisites(
@@ -151,7 +149,7 @@ fn pid_namespace_client_counts_its_own_threads() {
     ) {
         return;
     }
-    let daemon = Daemon::start(&["--cpu-mhz", "2000"]);
+    let daemon = Daemon::on(channel, &["--cpu-mhz", "2000"]);
     let program = common_hostile::client_program();
     let mut as_root = Command::new("unshare");
     as_root.args(["-p", "-f", "--mount-proc"]);
@@ -304,14 +302,13 @@ fn stop_holder(daemon: &Daemon, mut holder: Holder, what: &str) -> HashMap<Strin
 /// (none waits, none gets in), and every holder call succeeds with counts
 /// that only grow. First an ALL holder, then a ONE holder of CPU 0 with a
 /// ninth poller on CPU 1 as the control (ONE opens of other CPUs coexist).
-#[test]
-fn a_holder_keeps_working_while_nobody_polls_open() {
+fn a_holder_keeps_working_while_nobody_polls_open(channel: Channel) {
     let _serial = serial();
     let name = "a_holder_keeps_working_while_nobody_polls_open";
     if !prerequisites(name, BASE) {
         return;
     }
-    let daemon = Daemon::start(&[]);
+    let daemon = Daemon::on(channel, &[]);
     const ATTEMPTS: u32 = 300;
 
     let holder = start_holder(&daemon, "all");
@@ -391,14 +388,13 @@ fn a_holder_keeps_working_while_nobody_polls_open() {
 ///   counts and its selection are gone (docs/device.md §2);
 /// - once nobody has made a selection of its own, root's next open finds
 ///   no selection, and nobody's next open, after root's, finds none either.
-#[test]
-fn another_user_reads_no_counts_and_no_selection() {
+fn another_user_reads_no_counts_and_no_selection(channel: Channel) {
     let _serial = serial();
     let name = "another_user_reads_no_counts_and_no_selection";
     if !prerequisites(name, BASE) {
         return;
     }
-    let daemon = Daemon::start(&[]);
+    let daemon = Daemon::on(channel, &[]);
     let first = {
         let device = open_when_free(&daemon, OpenMode::All);
         count_cycles(&device);
@@ -472,14 +468,13 @@ fn another_user_reads_no_counts_and_no_selection() {
 /// takes every setting change (SETMUX, LOGSELECT, SETITEMS, RENABLE) and
 /// counts. Variant A changes settings while disabled; B enables before the
 /// fork, so the child's events are live when it exits. As nobody and root.
-#[test]
-fn a_dead_pme_child_does_not_wedge_the_open() {
+fn a_dead_pme_child_does_not_wedge_the_open(channel: Channel) {
     let _serial = serial();
     let name = "a_dead_pme_child_does_not_wedge_the_open";
     if !prerequisites(name, BASE) {
         return;
     }
-    let daemon = Daemon::start(&[]);
+    let daemon = Daemon::on(channel, &[]);
     let want = [
         ("setitems_ipl", "0"),
         ("select", "0"),
@@ -518,14 +513,13 @@ fn a_dead_pme_child_does_not_wedge_the_open() {
 /// the fifth and sixth get ENOSPC, and the open still enables. Threads that
 /// have exited do not count: eight threads one after another, each gone
 /// before the next calls PCNTLOGSELECT, all get the bit.
-#[test]
-fn pme_threads_past_the_budget_get_enospc() {
+fn pme_threads_past_the_budget_get_enospc(channel: Channel) {
     let _serial = serial();
     let name = "pme_threads_past_the_budget_get_enospc";
     if !prerequisites(name, BASE) {
         return;
     }
-    let daemon = Daemon::start(&["--max-pme-threads", "4"]);
+    let daemon = Daemon::on(channel, &["--max-pme-threads", "4"]);
     let out = run_ok(&daemon, &mut client_as_nobody(&daemon, "pme", &["6"]));
     assert_rows(
         "nobody",
@@ -557,14 +551,13 @@ fn pme_threads_past_the_budget_get_enospc() {
 /// One nobody ONE open of CPU 0 holds such a profile; a second nobody ONE
 /// open, of CPU 1, gets ENOMEM for the same range (12 > 8) and fits a 2 MiB
 /// one (6 + 1). Root, another user, fits the 12 MiB range at the same time.
-#[test]
-fn profile_memory_per_user_is_enforced() {
+fn profile_memory_per_user_is_enforced(channel: Channel) {
     let _serial = serial();
     let name = "profile_memory_per_user_is_enforced";
     if !prerequisites(name, &[BASE, &[Need::TwoCpus]].concat()) {
         return;
     }
-    let daemon = Daemon::start(&["--profile-memory-per-user", "8388608"]);
+    let daemon = Daemon::on(channel, &["--profile-memory-per-user", "8388608"]);
     let mut first = client_as_nobody(&daemon, "profile", &["0", "12582912", "hold"])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -629,14 +622,13 @@ fn profile_memory_per_user_is_enforced() {
 /// here, and 20 MiB and more after other patterns of reads.) The peak is
 /// measured in the same test; the slack is a twentieth of the rise (0.1-0.3
 /// MiB stay now).
-#[test]
-fn daemon_rss_comes_back_down_after_a_big_profile() {
+fn daemon_rss_comes_back_down_after_a_big_profile(channel: Channel) {
     let _serial = serial();
     let name = "daemon_rss_comes_back_down_after_a_big_profile";
     if !prerequisites(name, BASE) {
         return;
     }
-    let daemon = Daemon::start(&[]);
+    let daemon = Daemon::on(channel, &[]);
     const RANGE: u64 = 192 << 20;
     const BUCKET_BYTES: u64 = RANGE / 4;
     // Warm up the daemon's threads and allocator first.
@@ -689,14 +681,13 @@ fn daemon_rss_comes_back_down_after_a_big_profile() {
 /// maps private pages of any regular file itself and pfmd never sees a
 /// request (the file has size 0, so touching the page would be SIGBUS).
 /// The device answers afterwards.
-#[test]
-fn mmap_shared_is_enodev_and_private_is_the_kernels() {
+fn mmap_shared_is_enodev_and_private_is_the_kernels(channel: Channel) {
     let _serial = serial();
     let name = "mmap_shared_is_enodev_and_private_is_the_kernels";
     if !prerequisites(name, BASE) {
         return;
     }
-    let daemon = Daemon::start(&[]);
+    let daemon = Daemon::on(channel, &[]);
     for nobody in [false, true] {
         let mut cmd = if nobody {
             client_as_nobody(&daemon, "mmap", &[])
@@ -720,14 +711,13 @@ fn mmap_shared_is_enodev_and_private_is_the_kernels() {
 /// O_TRUNC: root's open with it succeeds and changes nothing (counts,
 /// selection, the file's size); nobody's is refused by the kernel, which
 /// asks for write permission on the 0444 node (EACCES).
-#[test]
-fn o_trunc_open_changes_nothing() {
+fn o_trunc_open_changes_nothing(channel: Channel) {
     let _serial = serial();
     let name = "o_trunc_open_changes_nothing";
     if !prerequisites(name, BASE) {
         return;
     }
-    let daemon = Daemon::start(&[]);
+    let daemon = Daemon::on(channel, &[]);
     let before = {
         let device = open_when_free(&daemon, OpenMode::All);
         count_cycles(&device);
@@ -759,14 +749,13 @@ fn o_trunc_open_changes_nothing() {
 /// A nobody loop of open, three refused ioctls and close for 3 s (and at
 /// least 1000 rounds) grows a daemon's INFO log by a few lines: refusals
 /// are summarized per user every 10 s, each one is DEBUG only.
-#[test]
-fn a_refusal_flood_grows_the_log_by_a_few_lines() {
+fn a_refusal_flood_grows_the_log_by_a_few_lines(channel: Channel) {
     let _serial = serial();
     let name = "a_refusal_flood_grows_the_log_by_a_few_lines";
     if !prerequisites(name, BASE) {
         return;
     }
-    let daemon = Daemon::start_env(&[], &[("RUST_LOG", "info".as_ref())]);
+    let daemon = Daemon::on_env(channel, &[], &[("RUST_LOG", "info".as_ref())]);
     let before = daemon.log().lines().count();
     let out = run_ok(
         &daemon,
@@ -799,14 +788,13 @@ fn a_refusal_flood_grows_the_log_by_a_few_lines() {
 /// 32 processes (16 root, 16 nobody) hammering open / random ioctls /
 /// close at once. Every errno is one of the device's table; afterwards the
 /// same daemon process is alive and a normal client counts.
-#[test]
-fn thirty_two_processes_at_once_leave_a_working_daemon() {
+fn thirty_two_processes_at_once_leave_a_working_daemon(channel: Channel) {
     let _serial = serial();
     let name = "thirty_two_processes_at_once_leave_a_working_daemon";
     if !prerequisites(name, BASE) {
         return;
     }
-    let mut daemon = Daemon::start(&[]);
+    let mut daemon = Daemon::on(channel, &[]);
     let pid = daemon.pid();
     let hammers: Vec<Child> = (0..32)
         .map(|i| {
@@ -870,14 +858,13 @@ fn thirty_two_processes_at_once_leave_a_working_daemon() {
 /// the transport asked `Device::release_in_flight`, was answered EBUSY at
 /// once (about 1 in 1000 here). No holder left now counts as a release in
 /// flight, so the open is retried.
-#[test]
-fn own_close_then_open_is_never_refused_at_once() {
+fn own_close_then_open_is_never_refused_at_once(channel: Channel) {
     let _serial = serial();
     let name = "own_close_then_open_is_never_refused_at_once";
     if !prerequisites(name, BASE) {
         return;
     }
-    let daemon = Daemon::start_env(&[], &[("RUST_LOG", "info".as_ref())]);
+    let daemon = Daemon::on_env(channel, &[], &[("RUST_LOG", "info".as_ref())]);
     for nobody in [true, false] {
         let mut cmd = if nobody {
             client_as_nobody(&daemon, "reopen", &["20000"])
@@ -912,15 +899,14 @@ fn own_close_then_open_is_never_refused_at_once() {
 /// holder still holds it, so the open is refused at once. (Found later: any
 /// FLUSH marked the holder's release as on the way, and every other
 /// process's open waited the full second for it.)
-#[test]
-fn closing_on_exec_does_not_deadlock_the_daemon() {
+fn closing_on_exec_does_not_deadlock_the_daemon(channel: Channel) {
     let _serial = serial();
     let name = "closing_on_exec_does_not_deadlock_the_daemon";
     if !prerequisites(name, BASE) {
         return;
     }
     for nobody in [false, true] {
-        let mut daemon = Daemon::start(&[]);
+        let mut daemon = Daemon::on(channel, &[]);
         let pid = daemon.pid();
         let mut cmd = if nobody {
             client_as_nobody(&daemon, "execclose", &[])
@@ -969,14 +955,13 @@ fn closing_on_exec_does_not_deadlock_the_daemon() {
 /// with no snapshot left is now served from a new one: every read is whole.
 /// Two threads reading one descriptor at once may still get pieces of two
 /// snapshots, as a driver copying live buckets would (docs/decisions.md).
-#[test]
-fn concurrent_reads_of_one_descriptor_are_whole() {
+fn concurrent_reads_of_one_descriptor_are_whole(channel: Channel) {
     let _serial = serial();
     let name = "concurrent_reads_of_one_descriptor_are_whole";
     if !prerequisites(name, BASE) {
         return;
     }
-    let daemon = Daemon::start_env(&[], &[("RUST_LOG", "info".as_ref())]);
+    let daemon = Daemon::on_env(channel, &[], &[("RUST_LOG", "info".as_ref())]);
     for threads in ["1", "2"] {
         let out = run_ok(
             &daemon,
@@ -1102,14 +1087,14 @@ const STALL_THREADS: usize = 6;
 /// from six threads on root's CPU. Root's GETCNTs on that CPU still finish;
 /// nobody's calls are held (or refused EAGAIN past its budget) until its
 /// filesystem answers, then answered; the daemon is unharmed.
-fn stores_into_a_stalled_page_stall_only_their_caller(extra: &[&str]) {
+fn stores_into_a_stalled_page_stall_only_their_caller(channel: Channel) {
     let test = std::thread::current().name().unwrap_or("stall").to_string();
     if !prerequisites(&test, &[BASE, &[Need::TwoCpus]].concat()) {
         return;
     }
     let _serial = serial();
-    let uring = extra.contains(&"on");
-    let mut daemon = daemon_over(extra);
+    let uring = channel == Channel::Uring;
+    let mut daemon = Daemon::on(channel, &[]);
     assert_eq!(
         daemon.log().contains("over io_uring"),
         uring,
@@ -1227,18 +1212,6 @@ fn store_helper_threads(daemon: i32) -> usize {
         .count()
 }
 
-/// The two FUSE channels, as pfmd options.
-const FUSE_CHANNELS: [[&str; 2]; 2] = [["--fuse-uring", "off"], ["--fuse-uring", "on"]];
-
-/// A daemon serving over the channel `extra` names (io_uring turned on in
-/// the kernel for its start, and back).
-fn daemon_over(extra: &[&str]) -> Daemon {
-    let guard = extra.contains(&"on").then(common::EnableUring::set);
-    let daemon = Daemon::start(extra);
-    drop(guard);
-    daemon
-}
-
 /// A store helper that dies (here: SIGKILL) leaves pointer ioctls with no
 /// one to store them: the daemon says so and ends with an error status, so
 /// that its unit restarts it, over classic FUSE and io_uring.
@@ -1249,8 +1222,8 @@ fn a_store_helper_that_dies_ends_the_daemon_with_an_error() {
         return;
     }
     let _serial = serial();
-    for extra in FUSE_CHANNELS {
-        let mut daemon = daemon_over(&extra);
+    for channel in [Channel::Classic, Channel::Uring] {
+        let mut daemon = Daemon::on(channel, &[]);
         let helper = store_helper(daemon.pid());
         nix::sys::signal::kill(
             nix::unistd::Pid::from_raw(helper),
@@ -1258,23 +1231,13 @@ fn a_store_helper_that_dies_ends_the_daemon_with_an_error() {
         )
         .unwrap();
         let status = daemon.wait();
-        assert!(!status.success(), "{extra:?}: {status}\n{}", daemon.log());
+        assert!(!status.success(), "{channel:?}: {status}\n{}", daemon.log());
         assert!(
             daemon.log().contains("the store helper died"),
-            "{extra:?}: {}",
+            "{channel:?}: {}",
             daemon.log()
         );
     }
-}
-
-#[test]
-fn stores_into_a_stalled_page_stall_only_their_caller_classic() {
-    stores_into_a_stalled_page_stall_only_their_caller(&["--fuse-uring", "off"]);
-}
-
-#[test]
-fn stores_into_a_stalled_page_stall_only_their_caller_uring() {
-    stores_into_a_stalled_page_stall_only_their_caller(&["--fuse-uring", "on"]);
 }
 
 /// A user's stores held on one CPU (four, into its own slow page) do not
@@ -1282,7 +1245,7 @@ fn stores_into_a_stalled_page_stall_only_their_caller_uring() {
 /// CPU's link apart, and the classic readers' link allows four per CPU.
 /// Once it was four for a user in all, and the fifth call anywhere was
 /// `EAGAIN` (with one caller per CPU on a 16-CPU machine at once).
-fn held_stores_on_one_cpu_leave_the_user_its_other_cpus(extra: &[&str]) {
+fn held_stores_on_one_cpu_leave_the_user_its_other_cpus(channel: Channel) {
     let test = std::thread::current()
         .name()
         .unwrap_or("held_stores")
@@ -1291,7 +1254,7 @@ fn held_stores_on_one_cpu_leave_the_user_its_other_cpus(extra: &[&str]) {
         return;
     }
     let _serial = serial();
-    let mut daemon = daemon_over(extra);
+    let mut daemon = Daemon::on(channel, &[]);
     let fs = SlowFs::mount();
     // Root's own four stores into the slow page, from CPU 0 (over io_uring
     // the queue holds three, the fourth is EAGAIN there: its CPU's limit).
@@ -1338,16 +1301,6 @@ fn held_stores_on_one_cpu_leave_the_user_its_other_cpus(extra: &[&str]) {
     no_bugs(&daemon);
 }
 
-#[test]
-fn held_stores_on_one_cpu_leave_the_user_its_other_cpus_classic() {
-    held_stores_on_one_cpu_leave_the_user_its_other_cpus(&["--fuse-uring", "off"]);
-}
-
-#[test]
-fn held_stores_on_one_cpu_leave_the_user_its_other_cpus_uring() {
-    held_stores_on_one_cpu_leave_the_user_its_other_cpus(&["--fuse-uring", "on"]);
-}
-
 /// SIGTERM ends the daemon while a caller's store waits on a page that
 /// never arrives (the helper process holding it is the caller's problem,
 /// and goes when the page does).
@@ -1358,8 +1311,8 @@ fn sigterm_ends_the_daemon_with_a_store_stuck() {
         return;
     }
     let _serial = serial();
-    for extra in FUSE_CHANNELS {
-        let mut daemon = daemon_over(&extra);
+    for channel in [Channel::Classic, Channel::Uring] {
+        let mut daemon = Daemon::on(channel, &[]);
         let fs = SlowFs::mount();
         let mut attacker = client_as_nobody(
             &daemon,
@@ -1371,13 +1324,33 @@ fn sigterm_ends_the_daemon_with_a_store_stuck() {
         .unwrap();
         assert!(
             fs.wait_for("held", Duration::from_secs(30)),
-            "{extra:?}: the store never reached the filesystem\n{}",
+            "{channel:?}: the store never reached the filesystem\n{}",
             log_tail(&daemon, 40)
         );
         // The harness gives it 20 s, then fails.
         let status = daemon.stop();
-        assert!(status.success(), "{extra:?}: {status}\n{}", daemon.log());
+        assert!(status.success(), "{channel:?}: {status}\n{}", daemon.log());
         drop(fs);
         let _ = attacker.wait();
     }
 }
+
+over_each_fuse_channel!(
+    held_stores_on_one_cpu_leave_the_user_its_other_cpus,
+    stores_into_a_stalled_page_stall_only_their_caller,
+    user_namespace_root_gets_nothing_nobody_would_not,
+    pid_namespace_client_counts_its_own_threads,
+    a_holder_keeps_working_while_nobody_polls_open,
+    another_user_reads_no_counts_and_no_selection,
+    a_dead_pme_child_does_not_wedge_the_open,
+    pme_threads_past_the_budget_get_enospc,
+    profile_memory_per_user_is_enforced,
+    daemon_rss_comes_back_down_after_a_big_profile,
+    mmap_shared_is_enodev_and_private_is_the_kernels,
+    o_trunc_open_changes_nothing,
+    a_refusal_flood_grows_the_log_by_a_few_lines,
+    thirty_two_processes_at_once_leave_a_working_daemon,
+    own_close_then_open_is_never_refused_at_once,
+    closing_on_exec_does_not_deadlock_the_daemon,
+    concurrent_reads_of_one_descriptor_are_whole,
+);

@@ -84,7 +84,89 @@ pub struct Daemon {
     detach_on_drop: bool,
 }
 
+/// The FUSE channel a daemon serves over: each behaviour test runs over
+/// both ([`over_each_fuse_channel!`]); CUSE runs in the VM (`cuse_vm.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Channel {
+    /// Reader threads on `/dev/fuse` (`--fuse-uring off`).
+    Classic,
+    /// A ring per CPU (`--fuse-uring on`, `enable_uring` set for its start).
+    Uring,
+}
+
+impl Channel {
+    /// True where this kernel can serve the channel; else the test is
+    /// skipped loudly (a failure under `CI=true`) and the caller returns.
+    pub fn available(self) -> bool {
+        if self == Channel::Classic || Path::new(ENABLE_URING).exists() {
+            return true;
+        }
+        let test = std::thread::current()
+            .name()
+            .unwrap_or("an io_uring test")
+            .to_string();
+        xtask::ci::skip_or_fail(
+            &test,
+            format!("{ENABLE_URING} missing (kernel without CONFIG_FUSE_IO_URING)"),
+        );
+        false
+    }
+}
+
+/// Two tests for a behaviour test `fn NAME(channel: Channel)`:
+/// `NAME::classic` and `NAME::io_uring`, each skipped (failed under
+/// `CI=true`) where its channel is not available.
+#[macro_export]
+macro_rules! over_each_fuse_channel {
+    ($($name:ident),+ $(,)?) => {$(
+        mod $name {
+            #[test]
+            fn classic() {
+                if $crate::common::Channel::Classic.available() {
+                    super::$name($crate::common::Channel::Classic);
+                }
+            }
+            #[test]
+            fn io_uring() {
+                if $crate::common::Channel::Uring.available() {
+                    super::$name($crate::common::Channel::Uring);
+                }
+            }
+        }
+    )+};
+}
+
 impl Daemon {
+    /// Starts over `channel` with `extra`.
+    pub fn on(channel: Channel, extra: &[&str]) -> Daemon {
+        Self::on_env(channel, extra, &[])
+    }
+
+    /// Starts over `channel` with `extra` and environment variables; checks
+    /// that the channel asked for is the one that serves.
+    pub fn on_env(channel: Channel, extra: &[&str], envs: &[(&str, &std::ffi::OsStr)]) -> Daemon {
+        let choice = match channel {
+            Channel::Classic => "off",
+            Channel::Uring => "on",
+        };
+        let args: Vec<&str> = ["--fuse-uring", choice]
+            .into_iter()
+            .chain(extra.iter().copied())
+            .collect();
+        let guard = (channel == Channel::Uring).then(EnableUring::set);
+        let daemon = Self::start_env(&args, envs);
+        if let Some(guard) = guard {
+            guard.restore_checked();
+        }
+        let log = daemon.log();
+        let serving = match channel {
+            Channel::Classic => "classic channel",
+            Channel::Uring => "served over io_uring",
+        };
+        assert!(log.contains(serving), "{channel:?}: {log}");
+        daemon
+    }
+
     pub fn start(extra: &[&str]) -> Daemon {
         Self::start_env(extra, &[])
     }

@@ -39,16 +39,17 @@ mod tests {
     #[test]
     fn no_code_outside_pfm_model_names_a_model() {
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
-        let allowed = [
-            "crates/pfm-model/",
-            "crates/pfm-abi/src/implementation.rs",
-        ];
+        let allowed = ["crates/pfm-model/", "crates/pfm-abi/src/implementation.rs"];
         let models = ["Ev4", "Ev45", "Ev5", "Ev56", "Pca56", "Ev6", "Ev67"];
         let mut files = Vec::new();
         rust_files(&root.join("crates"), &mut files);
         let mut found = Vec::new();
         for file in files {
-            let relative = file.strip_prefix(root).unwrap().to_string_lossy().to_string();
+            let relative = file
+                .strip_prefix(root)
+                .unwrap()
+                .to_string_lossy()
+                .to_string();
             if allowed.iter().any(|a| relative.starts_with(a)) {
                 continue;
             }
