@@ -1,7 +1,7 @@
 /*
  * ev4count -- count 21064 (EV4) events over a workload with /dev/pfcntr.
  *
- * usage: ev4count [-one | -each | -all] [-select] [-cpu K]
+ * usage: ev4count [-one | -each | -all] [-select] [-cpu K] [-ipl]
  *                 [-mux0 EVENT] [-mux1 EVENT] [-pc0 4096|65536] [-pc1 256|4096]
  *                 [-ms N] [-- command [args ...]]
  *
@@ -10,6 +10,8 @@
  *				it is running on.
  *	-select			count only this process and its children
  *				(PCNTLOGSELECT) instead of the whole system.
+ *	-ipl			keep the IPL histogram too (PFM_IPL) and print
+ *				it after the counts.
  *	-mux0 EVENT		counter 0 event (default PF_CYCLES).
  *	-mux1 EVENT		enable counter 1 with this event (default: off).
  *	-pc0, -pc1		events per interrupt (default 4096 for both).
@@ -26,6 +28,12 @@
  *	cpu=all pf_cntr0=N pf_cntr1=N pr_cycle=N	(-all)
  *	cpu=K pf_cntr0=N pf_cntr1=N pr_cycle=N		(-each: every CPU; -one: the bound CPU)
  *	workload_cpu_ns=N
+ *
+ * and with -ipl, one line per element of the PCNTGETIPLHIS array: the
+ * ticks at each IPL, idle ticks (a part of IPL 0), user-mode ticks, and
+ * their total (idle not counted twice), which is the interrupts counted:
+ *
+ *	ipl cpu=K ipl0=N ipl1=N ... ipl5=N idle=N user=N total=N
  *
  * The counts are the driver's interrupt counts (events / period), as pfm(7)
  * says.  The device is $PFM_DEVICE if set, else /dev/pfcntr.
@@ -129,7 +137,7 @@ errname(int e)
 static void
 usage(void)
 {
-	fprintf(stderr, "usage: %s [-one|-each|-all] [-select] [-cpu K] "
+	fprintf(stderr, "usage: %s [-one|-each|-all] [-select] [-cpu K] [-ipl] "
 	    "[-mux0 EVENT] [-mux1 EVENT] [-pc0 4096|65536] [-pc1 256|4096] "
 	    "[-ms N] [-- command [args ...]]\n", prog);
 	exit(2);
@@ -304,11 +312,12 @@ main(int argc, char **argv)
 	int mode = PCNTOPENALL, select = 0, cpu = -1;
 	int mux0 = PF_CYCLES, mux1 = -1;
 	int pc0 = PF_C0_INT_EVERY_4096, pc1 = PF_C1_INT_EVERY_4096;
-	long ms = 200, items = PFM_COUNTERS, n, i;
+	long ms = 200, items = PFM_COUNTERS, n, i, j, total;
 	char **cmd = 0;
 	struct iccsr iccsr;
 	struct pfm_info info;
 	struct pfcntrs *cntrs, *p;
+	struct pfipls *ipls = 0, *q;
 	long long ns;
 	cpu_set_t set;
 
@@ -321,6 +330,8 @@ main(int argc, char **argv)
 			mode = PCNTOPENALL;
 		else if (strcmp(argv[i], "-select") == 0)
 			select = 1;
+		else if (strcmp(argv[i], "-ipl") == 0)
+			items |= PFM_IPL;
 		else if (strcmp(argv[i], "-cpu") == 0 && i + 1 < argc)
 			cpu = (int)number(argv[++i]);
 		else if (strcmp(argv[i], "-mux0") == 0 && i + 1 < argc)
@@ -429,6 +440,29 @@ main(int argc, char **argv)
 		    cntrs[i].pf_cntr0, cntrs[i].pf_cntr1, cntrs[i].pr_cycle);
 	}
 	printf("workload_cpu_ns=%lld\n", ns);
+
+	if (items & PFM_IPL) {
+		if ((ipls = calloc(n, sizeof *ipls)) == 0)
+			die("calloc");
+		q = ipls;
+		IOCTL(PCNTGETIPLHIS, &q);
+		for (i = 0; i < n; i++) {
+			if (mode == PCNTOPENEACH)
+				printf("ipl cpu=%ld", i);
+			else if (mode == PCNTOPENONE)
+				printf("ipl cpu=%d", cpu);
+			else
+				printf("ipl cpu=all");
+			for (j = 0, total = 0; j <= 5; j++) {
+				printf(" ipl%ld=%lu", j, ipls[i].ipl[j]);
+				total += ipls[i].ipl[j];
+			}
+			total += ipls[i].ipl[8];
+			printf(" idle=%lu user=%lu total=%ld\n", ipls[i].ipl[7],
+			    ipls[i].ipl[8], total);
+		}
+		free(ipls);
+	}
 
 	close(fd);
 	free(cntrs);

@@ -64,6 +64,10 @@ pub struct Histograms {
     per_cpu: bool,
     pub ipl_on: bool,
     pub ipl: Vec<[u64; IPL_ENTRIES]>,
+    /// Per slot, the interrupts the counting groups counted while the IPL
+    /// histogram was kept (LOGALL opens that count): what its total must
+    /// reach (see [`Histograms::reconcile`]).
+    counted: Vec<u64>,
     pub profile: Option<Profile>,
 }
 
@@ -73,6 +77,7 @@ impl Histograms {
             per_cpu,
             ipl_on: false,
             ipl: vec![[0; IPL_ENTRIES]; if per_cpu { slots } else { 1 }],
+            counted: vec![0; if per_cpu { slots } else { 1 }],
             profile: None,
         }
     }
@@ -139,6 +144,38 @@ impl Histograms {
 
     pub fn clear_ipl(&mut self) {
         self.ipl.iter_mut().for_each(|h| *h = [0; IPL_ENTRIES]);
+        self.counted.iter_mut().for_each(|c| *c = 0);
+    }
+
+    /// `interrupts` more counted on `cpu` by the open's counting groups,
+    /// while its CPU-wide samplers ran.
+    pub fn counted(&mut self, cpu: u32, interrupts: u64) {
+        if self.ipl_on {
+            let slot = self.slot(cpu);
+            self.counted[slot] += interrupts;
+        }
+    }
+
+    /// Brings each slot's IPL total up to what was counted, less
+    /// `allowance(slot)` (the interrupts its samplers may have counted and
+    /// not yet sampled: one sample's worth per sampler), charging the rest
+    /// to IPL 0 and idle. What no sample will ever report is a stretch the
+    /// kernel throttled a CPU-wide sampler through: on an idle CPU whose
+    /// tick stopped, until it wakes, and the cpu-clock sampler restarts its
+    /// count when the throttle lifts, so no later sample carries the gap.
+    /// The counting groups are never throttled and counted it. Charging
+    /// only past the allowance keeps a later sample from charging any of
+    /// it twice.
+    pub fn reconcile(&mut self, allowance: impl Fn(usize) -> u64) {
+        if !self.ipl_on {
+            return;
+        }
+        for (slot, (ipl, counted)) in self.ipl.iter_mut().zip(&self.counted).enumerate() {
+            let total: u64 = ipl.iter().sum::<u64>() - ipl[IPL_IDLE];
+            let missing = counted.saturating_sub(total + allowance(slot));
+            ipl[IPL_ZERO] += missing;
+            ipl[IPL_IDLE] += missing;
+        }
     }
 
     /// The profile buckets as `read(2)` returns them, as of now: a

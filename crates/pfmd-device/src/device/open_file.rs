@@ -446,14 +446,58 @@ impl OpenFile {
     pub fn fold(&mut self, khz: u64, readers: &GroupReaders) -> Result<(), DeviceError> {
         self.drain_samples();
         let now = super::now_cycles(khz);
+        let reconciled = self.ipl_reconciled();
         for (cpu, events) in self.pending_events(khz, true, readers)? {
             if let Some(cpu_tally) = self.tallies.get(cpu as usize) {
                 let counters = self.projected(cpu_tally, Some(&events));
                 let tally = &mut self.tallies[cpu as usize];
+                let interrupts =
+                    |t: &[Tally; MAX_COUNTERS]| t.iter().map(|t| t.interrupts).sum::<u64>();
+                let grown = interrupts(&counters).saturating_sub(interrupts(&tally.counters));
                 tally.counters = counters;
                 tally.stamp(&counters, now);
+                if reconciled {
+                    self.sampled.histograms.lock().counted(cpu, grown);
+                }
             }
         }
+        Ok(())
+    }
+
+    /// Whether the IPL histogram's total is kept up with the counting
+    /// groups' interrupts (docs/device.md §6): CPU-wide samplers, whose
+    /// idle stretches the kernel may throttle, counting kernel mode (where
+    /// idle time is), next to counting groups.
+    fn ipl_reconciled(&self) -> bool {
+        let modes = self.modes();
+        self.settings.scope == Scope::LogAll
+            && modes.kernel
+            && !self.host.samplers.is_empty()
+            && !self.host.groups.is_empty()
+    }
+
+    /// Folds, and brings the IPL histogram up to the interrupts counted
+    /// (see [`Histograms::reconcile`](super::histogram::Histograms::reconcile)).
+    pub fn fold_for_ipl(&mut self, khz: u64, readers: &GroupReaders) -> Result<(), DeviceError> {
+        self.fold(khz, readers)?;
+        if !self.ipl_reconciled() {
+            return Ok(());
+        }
+        // One sample's worth of interrupts per sampling counter and CPU.
+        let per_cpu: u64 = self
+            .settings
+            .counters
+            .iter()
+            .zip(self.sampled.sample_period)
+            .filter_map(|(c, sample_period)| Some(sample_period / c.as_ref()?.period.max(1)))
+            .sum();
+        let mut histograms = self.sampled.histograms.lock();
+        let cpus = if histograms.slots() > 1 {
+            1
+        } else {
+            self.opener.cpus.len() as u64
+        };
+        histograms.reconcile(|_| per_cpu * cpus);
         Ok(())
     }
 

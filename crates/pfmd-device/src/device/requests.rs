@@ -103,7 +103,8 @@ impl Session<'_> {
                 if !self.file.settings.items.contains(Items::IPL) {
                     return Err(DeviceError::invalid("PCNTGETIPLHIS needs PFM_IPL selected"));
                 }
-                self.file.drain_samples();
+                let khz = self.khz();
+                self.file.fold_for_ipl(khz, &self.device.readers)?;
                 let out: Vec<PfIpls> = self
                     .file
                     .sampled

@@ -318,3 +318,61 @@ fn caller_ranges_are_charged_to_their_caller() {
     );
     assert_eq!(buckets[8], 0, "not to the sampled IP's bucket (+0x810)");
 }
+
+/// A CPU-wide sampler the kernel throttled on an idle CPU loses the
+/// stretch (cpu-clock restarts its count when the throttle lifts), while
+/// the counting group counts it: `PCNTGETIPLHIS` brings the histogram up to
+/// the counted interrupts, less one sample's worth per CPU that a later
+/// sample may still report, as IPL 0 and idle, and a later sample is not
+/// charged twice (docs/device.md §6).
+#[test]
+fn ipl_totals_reach_the_counted_interrupts_of_a_throttled_idle_cpu() {
+    let b = MockBackend::with_events(&[HostEvent::CpuClock]);
+    let d = device(&b);
+    let c = caller(0);
+    let (f, w) = sampling(&d, &c, PCNTOPENALL, abi::PFM_COUNTERS | abi::PFM_IPL);
+    // EV4 PF_CYCLES every 4096 at the fixture's 1 GHz: a cycle a
+    // nanosecond of cpu-clock.
+    let ns_per_interrupt = 4096;
+    // CPU 0 busy in user mode, every interrupt sampled; CPU 1 idle, its
+    // sampler throttled: counted, never sampled.
+    b.advance(
+        0,
+        Target::AllTasks,
+        HostEvent::CpuClock,
+        10 * w * ns_per_interrupt,
+    );
+    b.emit(Target::AllTasks, sample(0x1000, true, 42, 0), 10);
+    b.advance(
+        1,
+        Target::AllTasks,
+        HostEvent::CpuClock,
+        100 * w * ns_per_interrupt,
+    );
+    let h = ipls(&d, f, &c)[0];
+    let allowance = 2 * w;
+    assert_eq!(h[8], 10 * w, "user ticks are the samples'");
+    assert_eq!(
+        (h[0], h[7]),
+        (100 * w - allowance, 100 * w - allowance),
+        "the unsampled stretch is IPL 0 and idle, less a sample per CPU"
+    );
+    assert_eq!(ipls(&d, f, &c)[0], h, "a second read adds nothing");
+    // The CPU wakes and its sampler reports again: one sample more, within
+    // the counted interrupts.
+    b.emit(Target::AllTasks, sample(TEXT.0, false, 0, 1), 1);
+    let after = ipls(&d, f, &c)[0];
+    let total = |h: [u64; 9]| h.iter().sum::<u64>() - h[7];
+    assert_eq!(total(after), total(h) + w);
+    assert!(total(after) <= 110 * w, "never more than was counted");
+    // Cleared, the histogram starts again from what is counted next.
+    call(&d, f, &c, n::PCNTCLEARCNT, &[]).unwrap();
+    b.advance(
+        1,
+        Target::AllTasks,
+        HostEvent::CpuClock,
+        5 * w * ns_per_interrupt,
+    );
+    let cleared = ipls(&d, f, &c)[0];
+    assert_eq!((cleared[0], cleared[7]), (3 * w, 3 * w));
+}
