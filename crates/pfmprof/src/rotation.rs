@@ -14,7 +14,7 @@
 //! (`EACCES`, `EPERM`) quietly; the others keep turning.
 
 use super::ProfError;
-use super::maps::Mapping;
+use super::maps::TextMapping;
 use super::report::{Range, Space};
 use super::symbolize;
 use nix::errno::Errno;
@@ -111,20 +111,18 @@ impl<'d> Rotation<'d> {
     /// The text mappings of process `pid` are the user ranges from now
     /// on: new ones join the rotation, those of other processes or no longer
     /// mapped leave it (a range that comes back is taken up again).
-    pub fn follow(&mut self, pid: u32, text: &[Mapping]) {
+    pub fn follow(&mut self, pid: u32, text: &[TextMapping]) {
         for (i, r) in self.ranges.iter().enumerate() {
             if r.space == Space::User {
                 self.active[i] = !self.refused[i]
                     && r.pid == pid
-                    && text.iter().any(|m| {
-                        m.start == r.start && m.end == r.end && m.path.as_deref() == Some(&r.image)
-                    });
+                    && text
+                        .iter()
+                        .any(|m| m.start == r.start && m.end == r.end && m.path == r.image);
             }
         }
         for m in text {
-            let Some(image) = m.path.as_deref() else {
-                continue;
-            };
+            let image = m.path.as_str();
             let known = self.ranges.iter().any(|r| {
                 r.space == Space::User
                     && r.pid == pid

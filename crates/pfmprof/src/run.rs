@@ -47,7 +47,7 @@ use super::ProfError;
 use super::args::ProfileArgs;
 use super::event::{self, EventChoice, Programming};
 use super::kallsyms;
-use super::maps::{self, Mapping};
+use super::maps;
 use super::report::{Header, IPL_ENTRIES, Profile, Space};
 use super::rotation::Rotation;
 use super::symbolize::{Mapped, Symbolizer};
@@ -188,13 +188,6 @@ fn spawn_failed(exe: &Path, error: SpawnError) -> ProfError {
 fn kill_and_reap(child: &Child) {
     let _ = signal::kill(child.pid, Signal::SIGKILL);
     let _ = waitpid(child.pid, None);
-}
-
-fn read_maps(pid: Pid) -> Result<Vec<Mapping>, ProfError> {
-    let path = format!("/proc/{pid}/maps");
-    std::fs::read_to_string(&path)
-        .map(|t| maps::parse_maps(&t))
-        .map_err(ProfError::io(path))
 }
 
 fn catch_sigint() {
@@ -373,38 +366,15 @@ fn followed(child: Pid, follow: bool) -> Pid {
     if !follow {
         return child;
     }
-    // pid -> (parent, start time), from /proc/N/stat.
-    let mut procs: Vec<(i32, i32, u64)> = Vec::new();
-    if let Ok(dir) = std::fs::read_dir("/proc") {
-        for entry in dir.flatten() {
-            let Some(pid) = entry
-                .file_name()
-                .to_str()
-                .and_then(|n| n.parse::<i32>().ok())
-            else {
-                continue;
-            };
-            let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-                continue;
-            };
-            // Fields after the command name, which may hold spaces.
-            let Some((_, rest)) = stat.rsplit_once(") ") else {
-                continue;
-            };
-            let fields: Vec<&str> = rest.split(' ').collect();
-            let (Some(state), Some(ppid), Some(start)) =
-                (fields.first(), fields.get(1), fields.get(19))
-            else {
-                continue;
-            };
-            if *state == "Z" || *state == "X" {
-                continue;
-            }
-            if let (Ok(ppid), Ok(start)) = (ppid.parse(), start.parse()) {
-                procs.push((pid, ppid, start));
-            }
-        }
-    }
+    // (pid, parent, start time) of every live process; zombies and the
+    // dying run no text. A process gone since the listing is skipped.
+    let procs: Vec<(i32, i32, u64)> = procfs::process::all_processes()
+        .into_iter()
+        .flatten()
+        .filter_map(|process| process.ok()?.stat().ok())
+        .filter(|stat| !matches!(stat.state, 'Z' | 'X'))
+        .map(|stat| (stat.pid, stat.ppid, stat.starttime))
+        .collect();
     let mut tree = vec![child.as_raw()];
     let mut newest = (0u64, child.as_raw());
     let mut i = 0;
@@ -423,8 +393,8 @@ fn followed(child: Pid, follow: bool) -> Pid {
 
 /// Reads the followed process's text mappings into the rotation.
 fn follow_maps(rotation: &mut Rotation<'_>, pid: Pid) {
-    if let Ok(maps) = read_maps(pid) {
-        rotation.follow(pid.as_raw() as u32, &maps::text_mappings(&maps));
+    if let Ok(text) = maps::text_mappings_of(pid.as_raw()) {
+        rotation.follow(pid.as_raw() as u32, &text);
     }
 }
 

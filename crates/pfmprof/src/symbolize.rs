@@ -146,13 +146,12 @@ mod tests {
     fn resolves_its_own_function_by_file_offset() {
         assert_eq!(a_function_to_find(), 7);
         let here = a_function_to_find as fn() -> u64 as usize as u64;
-        let text = std::fs::read_to_string("/proc/self/maps").unwrap();
-        let mappings = maps::parse_maps(&text);
-        let m = mappings
+        let text = maps::text_mappings_of(std::process::id() as i32).unwrap();
+        let m = text
             .iter()
             .find(|m| (m.start..m.end).contains(&here))
             .expect("this function is mapped");
-        let image = Path::new(m.path.as_deref().unwrap());
+        let image = Path::new(&m.path);
         let mapped = Mapped {
             image,
             start: m.start,

@@ -22,7 +22,6 @@
 //! stretches stay unattributed.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::fs;
 use std::time::{Duration, Instant};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -56,25 +55,21 @@ pub struct Stat {
     pub start_ticks: u64,
 }
 
-/// Parses a `/proc/<pid>/stat` line; the command name may hold spaces and
-/// parentheses, so fields are counted from the last `)`.
-pub fn parse_stat(text: &str) -> Option<Stat> {
-    let open = text.find('(')?;
-    let close = text.rfind(')')?;
-    let pid = text[..open].trim().parse().ok()?;
-    let comm = text[open + 1..close].to_string();
-    let rest: Vec<&str> = text[close + 1..].split_whitespace().collect();
-    // rest[0] is field 3 (state): field n is rest[n - 3].
-    let field = |n: usize| -> Option<u64> { rest.get(n - 3)?.parse().ok() };
-    Some(Stat {
-        pid,
-        comm,
-        ppid: rest.get(1)?.parse().ok()?,
-        ticks: field(14)? + field(15)?,
-        children_ticks: field(16)? + field(17)?,
-        threads: field(20)?,
-        start_ticks: field(22)?,
-    })
+impl From<procfs::process::Stat> for Stat {
+    fn from(stat: procfs::process::Stat) -> Stat {
+        // The kernel prints cutime, cstime and num_threads as signed
+        // numbers; they are never negative.
+        let unsigned = |n: i64| u64::try_from(n).unwrap_or(0);
+        Stat {
+            pid: stat.pid,
+            ppid: stat.ppid,
+            ticks: stat.utime + stat.stime,
+            children_ticks: unsigned(stat.cutime) + unsigned(stat.cstime),
+            threads: unsigned(stat.num_threads),
+            start_ticks: stat.starttime,
+            comm: stat.comm,
+        }
+    }
 }
 
 fn clock_ticks_per_second() -> u64 {
@@ -88,12 +83,13 @@ fn clock_ticks_per_second() -> u64 {
 
 /// Run time of every thread of `pid`, ns (the first field of schedstat).
 fn schedstat_ns(pid: i32) -> u64 {
-    let Ok(dir) = fs::read_dir(format!("/proc/{pid}/task")) else {
+    let Ok(tasks) = procfs::process::Process::new(pid).and_then(|p| p.tasks()) else {
         return 0;
     };
-    dir.flatten()
-        .filter_map(|t| fs::read_to_string(t.path().join("schedstat")).ok())
-        .filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+    tasks
+        .flatten()
+        .filter_map(|task| task.schedstat().ok())
+        .map(|schedstat| schedstat.sum_exec_runtime)
         .sum()
 }
 
@@ -161,18 +157,14 @@ impl Tracker {
 
     /// One pass over `/proc`.
     pub fn poll(&mut self) {
-        let Ok(dir) = fs::read_dir("/proc") else {
+        let Ok(processes) = procfs::process::all_processes() else {
             return;
         };
-        let stats: Vec<Stat> = dir
-            .flatten()
-            .filter(|e| {
-                e.file_name()
-                    .to_str()
-                    .is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit()))
-            })
-            .filter_map(|e| fs::read_to_string(e.path().join("stat")).ok())
-            .filter_map(|t| parse_stat(&t))
+        // Each Process holds an fd on its /proc directory: read its stat and
+        // drop it at once. A process gone since the listing is skipped.
+        let stats: Vec<Stat> = processes
+            .filter_map(|process| process.ok()?.stat().ok())
+            .map(Stat::from)
             .collect();
         self.update(&stats, schedstat_ns, self.started.elapsed());
     }
@@ -279,19 +271,39 @@ impl Tracker {
 mod tests {
     use super::*;
 
+    /// `/proc/<pid>/stat` as the kernel writes it, the command name `comm`.
+    fn stat_line(comm: &str) -> String {
+        format!(
+            "4242 ({comm}) S 4241 4242 4242 0 -1 4194560 100 0 0 0 150 50 3 4 20 0 2 0 98765 \
+             3133440 390 18446744073709551615 94249714257920 94249714277801 140724067408304 0 0 \
+             0 0 0 0 0 0 0 17 1 0 0 0 0 0 94249714293808 94249714295424 94250213957632 \
+             140724067416787 140724067416807 140724067416807 140724067418091 0\n"
+        )
+    }
+
+    fn parse(line: &str) -> procfs::ProcResult<Stat> {
+        use procfs::FromRead;
+        procfs::process::Stat::from_read(line.as_bytes()).map(Stat::from)
+    }
+
     #[test]
     fn stat_lines_with_awkward_names() {
-        let s = parse_stat(
-            "4242 (my (odd) prog) S 4241 4242 4242 0 -1 4194560 100 0 0 0 150 50 3 4 20 0 2 0 98765 0 0",
-        )
-        .unwrap();
+        let s = parse(&stat_line("my (odd) prog")).unwrap();
         assert_eq!(s.pid, 4242);
         assert_eq!(s.comm, "my (odd) prog");
         assert_eq!(s.ppid, 4241);
         assert_eq!(s.ticks, 200);
+        assert_eq!(s.children_ticks, 7);
         assert_eq!(s.threads, 2);
         assert_eq!(s.start_ticks, 98765);
-        assert!(parse_stat("garbage").is_none());
+        // Fields are counted from the last `)`, whatever the name holds.
+        let s = parse(&stat_line("a) S 1 2 (b")).unwrap();
+        assert_eq!(
+            (s.comm.as_str(), s.ppid, s.ticks),
+            ("a) S 1 2 (b", 4241, 200)
+        );
+        assert!(parse("garbage").is_err());
+        assert!(parse("4242 (short) S 4241 4242").is_err());
     }
 
     fn stat(pid: i32, ppid: i32, ticks: u64) -> Stat {
