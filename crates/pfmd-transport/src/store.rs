@@ -23,11 +23,13 @@
 //! holds its own thread only (a thread that finds [`SPARE_THREADS`] idle
 //! after its store leaves); a user has at most [`STORES_PER_USER_PER_CPU`]
 //! stores in flight on each ring queue's link, and as many per CPU on the
-//! classic readers' link, which serves every CPU (past it `EAGAIN`, without
-//! touching memory), and the helper at most [`HELPER_THREADS`] threads.
-//! Counted per link, so a user with one caller per CPU is never refused
-//! for callers on other CPUs, and no lock is shared between CPUs. A store that faults is `EFAULT`, as a
-//! failed `copyout`.
+//! classic readers' link, which serves every CPU, and [`USER_STORES_PER_CPU`]
+//! per CPU of the system in all, 8 at least (past either, `EAGAIN` without touching
+//! memory); the helper runs at most [`HELPER_THREADS`] threads, or
+//! [`HELPER_THREADS_PER_CPU`] per CPU where that is more, so one user's
+//! stuck stores hold a quarter of them at most. Counted per link first, so
+//! a user with one caller per CPU is never refused for callers on other
+//! CPUs. A store that faults is `EFAULT`, as a failed `copyout`.
 
 use nix::errno::Errno;
 use nix::sys::socket::{
@@ -49,8 +51,15 @@ const CONTROL_FD: RawFd = 3;
 /// Stores one user may have in flight at once on one CPU's link (the
 /// classic link: this many per CPU); past it, `EAGAIN`.
 pub const STORES_PER_USER_PER_CPU: usize = 4;
-/// Threads the helper runs at most (each a store in flight, or idle).
+/// Stores one user may have in flight in all, per CPU of the system (a
+/// caller per CPU, with room to spare), and at least
+/// [`USER_STORES_AT_LEAST`]; past it, `EAGAIN`.
+pub const USER_STORES_PER_CPU: usize = 2;
+pub const USER_STORES_AT_LEAST: usize = 8;
+/// Threads the helper runs at most (each a store in flight, or idle)...
 pub const HELPER_THREADS: usize = 512;
+/// ... or this many per CPU of the system, where that is more.
+pub const HELPER_THREADS_PER_CPU: usize = 8;
 /// The largest message on a link: a store of the largest array and a reply.
 const MAX_MESSAGE: usize = 256 * 1024;
 /// Descriptors one link request carries: the link and its reply files
@@ -350,6 +359,75 @@ struct Helper {
     threads: AtomicUsize,
     /// Threads started over the helper's life (a test reads it).
     started: AtomicUsize,
+    max_threads: usize,
+    /// Every user's stores in flight, over all links.
+    in_flight: InFlight,
+}
+
+impl Helper {
+    fn new() -> Helper {
+        let cpus = configured_cpus();
+        Helper {
+            threads: AtomicUsize::new(0),
+            started: AtomicUsize::new(0),
+            max_threads: HELPER_THREADS.max(HELPER_THREADS_PER_CPU * cpus),
+            in_flight: InFlight::new(USER_STORES_AT_LEAST.max(USER_STORES_PER_CPU * cpus)),
+        }
+    }
+}
+
+/// Stores in flight by user, and how many one user may have.
+struct InFlight {
+    by_user: Mutex<HashMap<u32, usize>>,
+    limit: usize,
+}
+
+impl InFlight {
+    fn new(limit: usize) -> InFlight {
+        InFlight {
+            by_user: Mutex::new(HashMap::new()),
+            limit,
+        }
+    }
+
+    /// Counts one more store of `uid`; false, counting nothing, past the
+    /// limit.
+    fn enter(&self, uid: u32) -> bool {
+        let mut by_user = self.by_user.lock().unwrap_or_else(|e| e.into_inner());
+        let count = by_user.entry(uid).or_default();
+        if *count >= self.limit {
+            return false;
+        }
+        *count += 1;
+        true
+    }
+
+    fn leave(&self, uid: u32) {
+        let mut by_user = self.by_user.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(count) = by_user.get_mut(&uid) {
+            *count -= 1;
+            if *count == 0 {
+                by_user.remove(&uid);
+            }
+        }
+    }
+
+    #[cfg(test)]
+    fn of(&self, uid: u32) -> Option<usize> {
+        self.by_user
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&uid)
+            .copied()
+    }
+}
+
+/// `sysconf(_SC_NPROCESSORS_CONF)`: every CPU the system may bring online.
+fn configured_cpus() -> usize {
+    nix::unistd::sysconf(nix::unistd::SysconfVar::_NPROCESSORS_CONF)
+        .ok()
+        .flatten()
+        .map_or(1, |n| n.max(1) as usize)
 }
 
 /// One link's state in the helper.
@@ -359,10 +437,8 @@ struct Link {
     idle: AtomicUsize,
     /// Where replies go when the helper writes them itself (by tag).
     replies: Vec<OwnedFd>,
-    /// Stores in flight on this link, by user, and how many one user may
-    /// have.
-    in_flight: Mutex<HashMap<u32, usize>>,
-    quota: usize,
+    /// Stores in flight on this link, by user.
+    in_flight: InFlight,
 }
 
 impl Link {
@@ -372,18 +448,14 @@ impl Link {
         let cpus = if replies.is_empty() {
             1
         } else {
-            nix::unistd::sysconf(nix::unistd::SysconfVar::_NPROCESSORS_CONF)
-                .ok()
-                .flatten()
-                .map_or(1, |n| n.max(1) as usize)
+            configured_cpus()
         };
         Link {
             sock,
             cpu,
             idle: AtomicUsize::new(0),
             replies,
-            in_flight: Mutex::new(HashMap::new()),
-            quota: STORES_PER_USER_PER_CPU * cpus,
+            in_flight: InFlight::new(STORES_PER_USER_PER_CPU * cpus),
         }
     }
 }
@@ -400,10 +472,7 @@ pub fn helper_main() -> std::process::ExitCode {
     // SAFETY: pfmd dup2'ed the control socket to CONTROL_FD before exec;
     // nothing else in this process owns that descriptor.
     let control = unsafe { OwnedFd::from_raw_fd(CONTROL_FD) };
-    let helper = Arc::new(Helper {
-        threads: AtomicUsize::new(0),
-        started: AtomicUsize::new(0),
-    });
+    let helper = Arc::new(Helper::new());
     loop {
         let mut cpu = [0u8; 8];
         let mut space = nix::cmsg_space!([RawFd; MAX_LINK_FDS]);
@@ -449,9 +518,12 @@ pub fn helper_main() -> std::process::ExitCode {
 /// Starts a thread for `link`, counted idle from now: a store sent before
 /// it runs waits for it in the link's queue, and must not start another.
 fn start_thread(helper: &Arc<Helper>, link: &Arc<Link>) {
-    if helper.threads.fetch_add(1, Ordering::SeqCst) >= HELPER_THREADS {
+    if helper.threads.fetch_add(1, Ordering::SeqCst) >= helper.max_threads {
         helper.threads.fetch_sub(1, Ordering::SeqCst);
-        tracing::warn!("store helper: {HELPER_THREADS} threads busy; not starting another");
+        tracing::warn!(
+            "store helper: {} threads busy; not starting another",
+            helper.max_threads
+        );
         return;
     }
     helper.started.fetch_add(1, Ordering::SeqCst);
@@ -517,7 +589,7 @@ fn serve_link(helper: &Arc<Helper>, link: &Arc<Link>) {
             tracing::error!("store helper: malformed store request");
             continue;
         };
-        let result = store_within_quota(link, &job).map(|()| job.reply);
+        let result = store_within_quota(helper, link, &job).map(|()| job.reply);
         // Only the store can hang (a caller's page); what is left is a
         // write that nobody holds up.
         let leaving = !count_idle(link);
@@ -565,23 +637,17 @@ fn reply_directly(replies: &[OwnedFd], tag: u64, unique: u64, result: Result<Vec
     }
 }
 
-fn store_within_quota(link: &Link, job: &StoreJob) -> Result<(), Errno> {
-    {
-        let mut in_flight = link.in_flight.lock().unwrap_or_else(|e| e.into_inner());
-        let count = in_flight.entry(job.uid).or_default();
-        if *count >= link.quota {
-            return Err(Errno::EAGAIN);
-        }
-        *count += 1;
+fn store_within_quota(helper: &Helper, link: &Link, job: &StoreJob) -> Result<(), Errno> {
+    if !link.in_flight.enter(job.uid) {
+        return Err(Errno::EAGAIN);
+    }
+    if !helper.in_flight.enter(job.uid) {
+        link.in_flight.leave(job.uid);
+        return Err(Errno::EAGAIN);
     }
     let result = store_to_caller(job.tid, job.addr, &job.bytes);
-    let mut in_flight = link.in_flight.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(count) = in_flight.get_mut(&job.uid) {
-        *count -= 1;
-        if *count == 0 {
-            in_flight.remove(&job.uid);
-        }
-    }
+    helper.in_flight.leave(job.uid);
+    link.in_flight.leave(job.uid);
     result
 }
 
@@ -646,13 +712,13 @@ mod tests {
 
     #[test]
     fn a_user_past_its_quota_on_a_link_gets_eagain_without_a_store() {
+        let helper = Helper::new();
         let (_ours, theirs) = seqpacket_pair().unwrap();
         let link = Link::new(theirs, Some(0), Vec::new());
-        assert_eq!(link.quota, STORES_PER_USER_PER_CPU);
-        link.in_flight
-            .lock()
-            .unwrap()
-            .insert(7, STORES_PER_USER_PER_CPU);
+        assert_eq!(link.in_flight.limit, STORES_PER_USER_PER_CPU);
+        for _ in 0..STORES_PER_USER_PER_CPU {
+            assert!(link.in_flight.enter(7));
+        }
         let (_ours, theirs) = seqpacket_pair().unwrap();
         let other_cpu = Link::new(theirs, Some(1), Vec::new());
         let mut target = [0u8; 4];
@@ -665,8 +731,13 @@ mod tests {
             bytes: vec![1; 4],
             reply: vec![],
         };
-        assert_eq!(store_within_quota(&link, &job), Err(Errno::EAGAIN));
+        assert_eq!(store_within_quota(&helper, &link, &job), Err(Errno::EAGAIN));
         assert_eq!(std::hint::black_box(target), [0; 4]);
+        assert_eq!(
+            helper.in_flight.of(7),
+            None,
+            "a refused store counts nowhere"
+        );
         // The same user on another CPU's link, and another user on this
         // one, are not held by user 7's stores here.
         let mut target2 = [0u8; 4];
@@ -674,13 +745,46 @@ mod tests {
             addr: target2.as_mut_ptr() as u64,
             ..job.clone()
         };
-        assert_eq!(store_within_quota(&other_cpu, &elsewhere), Ok(()));
+        assert_eq!(store_within_quota(&helper, &other_cpu, &elsewhere), Ok(()));
         assert_eq!(std::hint::black_box(target2), [1; 4]);
         let other = StoreJob { uid: 8, ..job };
-        assert_eq!(store_within_quota(&link, &other), Ok(()));
+        assert_eq!(store_within_quota(&helper, &link, &other), Ok(()));
         assert_eq!(std::hint::black_box(target), [1; 4]);
-        assert_eq!(link.in_flight.lock().unwrap().get(&8), None);
-        assert_eq!(other_cpu.in_flight.lock().unwrap().get(&7), None);
+        assert_eq!(link.in_flight.of(8), None);
+        assert_eq!(other_cpu.in_flight.of(7), None);
+        assert_eq!(helper.in_flight.of(7), None);
+    }
+
+    /// Over all links a user has at most two stores in flight per CPU of
+    /// the system: its stuck stores hold a quarter of the helper's threads
+    /// at most, which grow with the CPUs.
+    #[test]
+    fn a_user_past_its_quota_in_all_gets_eagain() {
+        let helper = Helper::new();
+        let cpus = configured_cpus();
+        assert_eq!(
+            helper.in_flight.limit,
+            USER_STORES_AT_LEAST.max(USER_STORES_PER_CPU * cpus)
+        );
+        assert!(helper.max_threads >= 4 * helper.in_flight.limit);
+        for _ in 0..helper.in_flight.limit {
+            assert!(helper.in_flight.enter(7));
+        }
+        let (_ours, theirs) = seqpacket_pair().unwrap();
+        let link = Link::new(theirs, Some(0), Vec::new());
+        let mut target = [0u8; 4];
+        let job = StoreJob {
+            tag: 0,
+            unique: 1,
+            uid: 7,
+            tid: nix::unistd::gettid().as_raw(),
+            addr: target.as_mut_ptr() as u64,
+            bytes: vec![1; 4],
+            reply: vec![],
+        };
+        assert_eq!(store_within_quota(&helper, &link, &job), Err(Errno::EAGAIN));
+        assert_eq!(std::hint::black_box(target), [0; 4]);
+        assert_eq!(link.in_flight.of(7), None, "the link's count is given back");
     }
 
     /// The classic readers serve every CPU through one link: its quota is
@@ -690,10 +794,10 @@ mod tests {
         let (_ours, theirs) = seqpacket_pair().unwrap();
         let (_reply, reply_file) = seqpacket_pair().unwrap();
         let link = Link::new(theirs, None, vec![reply_file]);
-        let cpus = nix::unistd::sysconf(nix::unistd::SysconfVar::_NPROCESSORS_CONF)
-            .unwrap()
-            .unwrap() as usize;
-        assert_eq!(link.quota, STORES_PER_USER_PER_CPU * cpus);
+        assert_eq!(
+            link.in_flight.limit,
+            STORES_PER_USER_PER_CPU * configured_cpus()
+        );
     }
 
     /// Stores one after another (each sent once the last one's result is
@@ -704,10 +808,7 @@ mod tests {
     /// and the helper's RSS grew with its malloc arenas).
     #[test]
     fn one_store_after_another_starts_no_thread() {
-        let helper = Arc::new(Helper {
-            threads: AtomicUsize::new(0),
-            started: AtomicUsize::new(0),
-        });
+        let helper = Arc::new(Helper::new());
         let (ours, theirs) = seqpacket_pair().unwrap();
         let link = Arc::new(Link::new(theirs, None, Vec::new()));
         start_thread(&helper, &link);
