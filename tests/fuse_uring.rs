@@ -12,27 +12,9 @@
 
 mod common;
 
-use common::{Daemon, ENABLE_URING, EnableUring, c_source, can_run, run, text};
+use common::{Channel, Daemon, c_source, can_run, run, text};
 use pfm_abi as abi;
 use pfm_client::{Device, OpenMode};
-use std::path::Path;
-
-/// True where this kernel can serve FUSE over io_uring; else says why
-/// (`SKIPPED`, or a failure under `CI=true`).
-fn kernel_offers_uring() -> bool {
-    if Path::new(ENABLE_URING).exists() {
-        return true;
-    }
-    let test = std::thread::current()
-        .name()
-        .unwrap_or("fuse_uring")
-        .to_string();
-    xtask::ci::skip_or_fail(
-        &test,
-        format!("{ENABLE_URING} missing (kernel without CONFIG_FUSE_IO_URING)"),
-    );
-    false
-}
 
 /// `pi_flags` of a fresh ALL open of the daemon's device.
 fn info_flags(daemon: &Daemon) -> u64 {
@@ -43,15 +25,7 @@ fn info_flags(daemon: &Daemon) -> u64 {
 
 /// A daemon whose FUSE connection negotiated io_uring.
 fn uring_daemon() -> Daemon {
-    let guard = EnableUring::set();
-    let daemon = Daemon::start(&["--fuse-uring", "on"]);
-    guard.restore_checked();
-    assert!(
-        daemon.log().contains("served over io_uring"),
-        "{}",
-        daemon.log()
-    );
-    daemon
+    Daemon::on(Channel::Uring, &[])
 }
 
 fn assert_contract_passes(daemon: &Daemon) {
@@ -68,7 +42,7 @@ fn assert_contract_passes(daemon: &Daemon) {
 
 #[test]
 fn errno_contract_over_io_uring() {
-    if !can_run() || !kernel_offers_uring() {
+    if !can_run() || !Channel::Uring.available() {
         return;
     }
     let daemon = uring_daemon();
@@ -87,7 +61,7 @@ fn errno_contract_over_io_uring() {
 
 #[test]
 fn getinfo_says_io_uring_and_close_then_open_never_ebusy() {
-    if !can_run() || !kernel_offers_uring() {
+    if !can_run() || !Channel::Uring.available() {
         return;
     }
     let daemon = uring_daemon();
@@ -107,7 +81,7 @@ fn errno_contract_over_the_classic_channel() {
     if !can_run() {
         return;
     }
-    let daemon = Daemon::start(&["--fuse-uring", "off"]);
+    let daemon = Daemon::on(Channel::Classic, &[]);
     assert!(daemon.log().contains("classic channel"), "{}", daemon.log());
     assert_eq!(info_flags(&daemon) & abi::PFM_INFO_URING, 0);
     assert_contract_passes(&daemon);
@@ -149,7 +123,7 @@ int main(int argc, char **argv) {
 /// lands, or `EBUSY` once the grace is over; the queue serves meanwhile.
 #[test]
 fn an_open_waiting_for_its_release_is_answered_through_the_ring() {
-    if !can_run() || !kernel_offers_uring() {
+    if !can_run() || !Channel::Uring.available() {
         return;
     }
     let daemon = uring_daemon();
@@ -187,14 +161,14 @@ fn an_open_waiting_for_its_release_is_answered_through_the_ring() {
 /// as over CUSE (`cuse_vm.rs`): the one handler decides it for all three.
 #[test]
 fn a_32_bit_caller_gets_enotty_over_classic_and_io_uring() {
-    if !can_run() || !kernel_offers_uring() {
+    if !can_run() || !Channel::Uring.available() {
         return;
     }
     for uring in [false, true] {
         let daemon = if uring {
             uring_daemon()
         } else {
-            Daemon::start(&["--fuse-uring", "off"])
+            Daemon::on(Channel::Classic, &[])
         };
         let Some(program) = common::compat32_program(&daemon.device) else {
             return;

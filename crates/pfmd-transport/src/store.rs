@@ -710,6 +710,19 @@ mod tests {
         assert_eq!(store_to_caller(tid, 0, &[1]), Err(Errno::EFAULT));
     }
 
+    /// A store of four 1s into `target`, from this thread as user `uid`.
+    fn four_ones_into(target: &mut [u8; 4], uid: u32) -> StoreJob {
+        StoreJob {
+            tag: 0,
+            unique: 1,
+            uid,
+            tid: nix::unistd::gettid().as_raw(),
+            addr: target.as_mut_ptr() as u64,
+            bytes: vec![1; 4],
+            reply: vec![],
+        }
+    }
+
     #[test]
     fn a_user_past_its_quota_on_a_link_gets_eagain_without_a_store() {
         let helper = Helper::new();
@@ -722,15 +735,7 @@ mod tests {
         let (_ours, theirs) = seqpacket_pair().unwrap();
         let other_cpu = Link::new(theirs, Some(1), Vec::new());
         let mut target = [0u8; 4];
-        let job = StoreJob {
-            tag: 0,
-            unique: 1,
-            uid: 7,
-            tid: nix::unistd::gettid().as_raw(),
-            addr: target.as_mut_ptr() as u64,
-            bytes: vec![1; 4],
-            reply: vec![],
-        };
+        let job = four_ones_into(&mut target, 7);
         assert_eq!(store_within_quota(&helper, &link, &job), Err(Errno::EAGAIN));
         assert_eq!(std::hint::black_box(target), [0; 4]);
         assert_eq!(
@@ -773,15 +778,7 @@ mod tests {
         let (_ours, theirs) = seqpacket_pair().unwrap();
         let link = Link::new(theirs, Some(0), Vec::new());
         let mut target = [0u8; 4];
-        let job = StoreJob {
-            tag: 0,
-            unique: 1,
-            uid: 7,
-            tid: nix::unistd::gettid().as_raw(),
-            addr: target.as_mut_ptr() as u64,
-            bytes: vec![1; 4],
-            reply: vec![],
-        };
+        let job = four_ones_into(&mut target, 7);
         assert_eq!(store_within_quota(&helper, &link, &job), Err(Errno::EAGAIN));
         assert_eq!(std::hint::black_box(target), [0; 4]);
         assert_eq!(link.in_flight.of(7), None, "the link's count is given back");
