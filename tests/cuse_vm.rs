@@ -166,6 +166,11 @@ fn programs() -> Result<&'static [PathBuf], &'static str> {
                     common::with_task_clock(include_str!("restart/holder.c")),
                     &["-I", include][..],
                 ),
+                (
+                    "pfm_fuzz",
+                    include_str!("fuzz/pfm_fuzz.c").to_string(),
+                    &["-pthread", "-I", include][..],
+                ),
             ] {
                 let source = dir.join(format!("{name}.c"));
                 std::fs::write(&source, text).unwrap();
@@ -832,6 +837,72 @@ fn errno_contract_and_each_arrays_on_eight_vcpus() {
     eprintln!(
         "{test}: each {each:?}; with CPU 5 offline {hole:?}; reader threads {readers_hole:?}; idle IPL ticks {ticks:?} for {counted:?}"
     );
+}
+
+/// The out-of-process fuzzer (`tests/fuzz/pfm_fuzz.c`, as `fuzz.rs` runs it
+/// over both FUSE channels) against a CUSE pfmd of each family, with the
+/// fuzz run's small budgets: no hang, no errno outside the device's table,
+/// no EIO, the daemon alive (the same process) and serving a normal client
+/// after, nothing logged as a bug.
+const FUZZ_OVER_CUSE: &str = r#"
+for m in ev4 ev5 ev6 ev67; do
+  RUST_LOG=info pfmd --transport cuse --dev-link none --model $m --cpu-mhz 2000 \
+    --max-profile-bytes 16777216 --profile-memory-total 67108864 \
+    --profile-memory-per-user 33554432 --ring-memory-total 33554432 \
+    --ring-memory-per-user 16777216 --perf-fds-total 512 --perf-fds-per-user 256 \
+    --max-pme-threads 32 2>/tmp/f-$m.log &
+  PF=$!
+  wait_ready /tmp/f-$m.log
+  run fuzz_$m pfm_fuzz /dev/pfcntr 8 $(date +%s)
+  run alive_$m kill -0 $PF
+  run after_$m errno_contract
+  kill -TERM $PF; wait $PF
+  run bugs_$m grep -c "bug in pfmd" /tmp/f-$m.log
+done
+run log sh -c 'tail -n 30 /tmp/f-*.log'
+"#;
+
+#[test]
+fn fuzzer_over_cuse_in_a_vm() {
+    let test = "fuzzer_over_cuse_in_a_vm";
+    let Some(stdout) = run_in_vm(test, FUZZ_OVER_CUSE, 600, 2, &[]) else {
+        return;
+    };
+    let run = GuestRun::of(stdout);
+    let step = |name: &str| run.step(name);
+    for model in ["ev4", "ev5", "ev6", "ev67"] {
+        let fuzz = step(&format!("fuzz_{model}"));
+        let summary = fuzz
+            .out
+            .lines()
+            .find(|l| l.starts_with("SUMMARY "))
+            .unwrap_or_default()
+            .to_string();
+        eprintln!("{test}: {model}: {summary}");
+        assert!(
+            fuzz.rc == 0 && summary.contains(" unexpected=0 ") && summary.contains(" hangs=0"),
+            "{model}: {}\n{}",
+            fuzz.out,
+            run.log
+        );
+        assert_eq!(
+            step(&format!("alive_{model}")).rc,
+            0,
+            "{model}: pfmd died\n{}",
+            run.log
+        );
+        assert!(
+            zero_failed(&step(&format!("after_{model}"))),
+            "{model}: a normal client after the run: {:?}",
+            step(&format!("after_{model}"))
+        );
+        assert_eq!(
+            step(&format!("bugs_{model}")).out.trim(),
+            "0",
+            "{model}: pfmd logged bugs\n{}",
+            run.log
+        );
+    }
 }
 
 /// GETCNT ALL and EACH against the no-op ioctl over CUSE at 2, 4 and 8

@@ -46,6 +46,11 @@
  *           mode); private: success, EACCES; EPERM for PROT_EXEC (the
  *           mount is noexec).  A shared mapping that succeeds is a failure.
  *
+ * Where DEVICE is a character device (CUSE) the kernel answers two of these
+ * differently, and the checks follow: pread is a read at an offset (CUSE
+ * opens take no FOPEN_NONSEEKABLE), and a mapping of either kind is ENODEV
+ * or EACCES (a character device without an mmap method).
+ *
  * EIO (a request that hit a bug in pfmd: a panic) and ENOTCONN (the daemon
  * is gone) are failures wherever they appear, and so is anything else.
  * Kernel numbers the VFS answers itself (FIOCLEX, FIONBIO, FIFREEZE,
@@ -128,6 +133,7 @@ static int ncpus = 1;
 static int am_root;
 static unsigned long ktext_start, ktext_end;
 static unsigned skip;			/* PFM_FUZZ_SKIP: operations not drawn */
+static int chardev;			/* DEVICE is a character device (CUSE) */
 static int with_exec;			/* unless PFM_FUZZ_EXEC=0 */
 
 #define SKIP(op)	(skip & (1u << (op)))
@@ -716,12 +722,13 @@ do_read(struct thr *t, int fd, int acc, int positional)
 	n = positional ? pread(fd, p, size, (off_t)below(t, 1 << 20)) : read(fd, p, size);
 	e = n < 0 ? errno : 0;
 	end(t);
-	if (positional)		/* not seekable: before any other check */
+	if (positional && !chardev)	/* not seekable: before any other check */
 		outcome(t, OP_PREAD, size, (unsigned long)p, e, e == ESPIPE);
 	else if (acc == O_WRONLY || acc == O_ACCMODE)
-		outcome(t, OP_READ, size, (unsigned long)p, e, e == EBADF);
+		outcome(t, positional ? OP_PREAD : OP_READ, size, (unsigned long)p, e, e == EBADF);
 	else
-		outcome(t, OP_READ, size, (unsigned long)p, e, e == 0 || e == EFAULT);
+		outcome(t, positional ? OP_PREAD : OP_READ, size, (unsigned long)p, e,
+		    e == 0 || e == EFAULT);
 }
 
 static void
@@ -759,7 +766,7 @@ do_mmap(struct thr *t, int fd)
 	end(t);
 	if (p != MAP_FAILED)
 		munmap(p, len);		/* never touched: the file is empty (SIGBUS) */
-	if (shared)
+	if (shared || chardev)
 		ok = e == ENODEV || e == EACCES || (e == EPERM && (prot & PROT_EXEC));
 	else
 		ok = e == 0 || e == EACCES || (e == EPERM && (prot & PROT_EXEC));
@@ -1262,6 +1269,11 @@ main(int argc, char **argv)
 	if ((env = getenv("PFM_FUZZ_DEADLINE")) && atoi(env) > 0)
 		deadline_s = atoi(env);
 	with_exec = !((env = getenv("PFM_FUZZ_EXEC")) && atoi(env) == 0);
+	{
+		struct stat st;
+
+		chardev = stat(argv[1], &st) == 0 && S_ISCHR(st.st_mode);
+	}
 	if ((env = getenv("PFM_FUZZ_SKIP")))
 		for (i = 0; i < OP_COUNT; i++)
 			if (strstr(env, op_names[i]))
