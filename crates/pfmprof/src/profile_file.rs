@@ -152,13 +152,10 @@ fn range_line(value: &str) -> Result<Range, String> {
         image,
         offset,
         stride,
-        build_id: None,
         pid,
         sampled,
         alive,
-        buckets: Vec::new(),
-        symbols: Vec::new(),
-        locations: BTreeMap::new(),
+        ..Range::default()
     })
 }
 

@@ -30,8 +30,9 @@ const WIDTH: usize = 100;
 pub const OUTSIDE: &str = "[outside the profiled ranges]";
 
 /// User or kernel text.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Space {
+    #[default]
     User,
     Kernel,
 }
@@ -90,8 +91,8 @@ impl Header {
     }
 }
 
-/// One profiled range and what it collected.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// One profiled range and what it collected (`Default`: nothing yet).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Range {
     pub space: Space,
     /// Run-time addresses.
@@ -818,8 +819,7 @@ pub(crate) mod tests {
             sampled: 100,
             alive: 100,
             buckets,
-            symbols: Vec::new(),
-            locations: BTreeMap::new(),
+            ..Range::default()
         }
     }
 

@@ -19,7 +19,7 @@ use super::report::{Range, Space};
 use super::symbolize;
 use nix::errno::Errno;
 use pfm_client::Device;
-use std::collections::BTreeMap;
+use std::collections::BTreeSet;
 use std::path::Path;
 use std::time::Duration;
 
@@ -34,24 +34,39 @@ pub const KERNEL_BUCKETS: u64 = 1 << 16;
 /// A range's first window.
 pub const FIRST_WINDOW: Duration = Duration::from_millis(10);
 
+/// One range of the rotation and how it fares there.
+struct Slot {
+    range: Range,
+    /// In the rotation now (its process maps it, the daemon took it).
+    active: bool,
+    /// Refused by the daemon: out of the rotation for good.
+    refused: bool,
+    /// Windows it has had, and turns it was passed over as idle.
+    turns: u32,
+    skipped: u32,
+    /// The sum of its buckets.
+    samples: u64,
+}
+
+impl Slot {
+    /// Under 1 % of its windows' interrupts, after a few windows.
+    fn idle(&self) -> bool {
+        self.turns >= 3 && (self.samples as f64) < 0.01 * self.range.sampled as f64
+    }
+}
+
 pub struct Rotation<'d> {
     device: &'d Device,
     counter: usize,
     stride: u64,
-    ranges: Vec<Range>,
-    active: Vec<bool>,
-    /// Refused by the daemon: out of the rotation for good.
-    refused: Vec<bool>,
-    /// Windows each range has had, and turns it was passed over as idle.
-    turns: Vec<u32>,
-    skipped: Vec<u32>,
+    slots: Vec<Slot>,
     current: Option<usize>,
     /// The current range's histogram as last read (it counts up from the
     /// range being set).
     last_snapshot: Vec<u32>,
     last_count: u64,
-    /// Refusals already said, by image.
-    said: BTreeMap<String, ()>,
+    /// Images whose refusal was said.
+    said: BTreeSet<String>,
 }
 
 impl<'d> Rotation<'d> {
@@ -60,15 +75,11 @@ impl<'d> Rotation<'d> {
             device,
             counter,
             stride,
-            ranges: Vec::new(),
-            active: Vec::new(),
-            refused: Vec::new(),
-            turns: Vec::new(),
-            skipped: Vec::new(),
+            slots: Vec::new(),
             current: None,
             last_snapshot: Vec::new(),
             last_count: 0,
-            said: BTreeMap::new(),
+            said: BTreeSet::new(),
         }
     }
 
@@ -88,49 +99,42 @@ impl<'d> Rotation<'d> {
             start,
             end,
             image: "/proc/kallsyms".into(),
-            offset: 0,
             stride,
-            build_id: None,
-            pid: 0,
-            sampled: 0,
-            alive: 0,
-            buckets: Vec::new(),
-            symbols: Vec::new(),
-            locations: Default::default(),
+            ..Range::default()
         });
     }
 
     fn push(&mut self, range: Range) {
-        self.ranges.push(range);
-        self.active.push(true);
-        self.refused.push(false);
-        self.turns.push(0);
-        self.skipped.push(0);
+        self.slots.push(Slot {
+            range,
+            active: true,
+            refused: false,
+            turns: 0,
+            skipped: 0,
+            samples: 0,
+        });
     }
 
     /// The text mappings of process `pid` are the user ranges from now
     /// on: new ones join the rotation, those of other processes or no longer
     /// mapped leave it (a range that comes back is taken up again).
     pub fn follow(&mut self, pid: u32, text: &[TextMapping]) {
-        for (i, r) in self.ranges.iter().enumerate() {
-            if r.space == Space::User {
-                self.active[i] = !self.refused[i]
-                    && r.pid == pid
-                    && text
-                        .iter()
-                        .any(|m| m.start == r.start && m.end == r.end && m.path == r.image);
+        let maps = |r: &Range, m: &TextMapping| {
+            r.space == Space::User
+                && r.pid == pid
+                && r.start == m.start
+                && r.end == m.end
+                && r.image == m.path
+        };
+        for slot in &mut self.slots {
+            if slot.range.space == Space::User {
+                slot.active = !slot.refused && text.iter().any(|m| maps(&slot.range, m));
             }
         }
         for m in text {
             let image = m.path.as_str();
-            let known = self.ranges.iter().any(|r| {
-                r.space == Space::User
-                    && r.pid == pid
-                    && r.start == m.start
-                    && r.end == m.end
-                    && r.image == image
-            });
-            if !known && !self.said.contains_key(image) {
+            let known = self.slots.iter().any(|slot| maps(&slot.range, m));
+            if !known && !self.said.contains(image) {
                 tracing::info!(pid, image, start = m.start, end = m.end, "range joins");
                 self.push(Range {
                     space: Space::User,
@@ -141,11 +145,7 @@ impl<'d> Rotation<'d> {
                     stride: self.stride,
                     build_id: symbolize::build_id(Path::new(image)),
                     pid,
-                    sampled: 0,
-                    alive: 0,
-                    buckets: Vec::new(),
-                    symbols: Vec::new(),
-                    locations: Default::default(),
+                    ..Range::default()
                 });
             }
         }
@@ -153,16 +153,15 @@ impl<'d> Rotation<'d> {
 
     /// The ranges profiled, those the daemon refused left out.
     pub fn into_ranges(self) -> Vec<Range> {
-        self.ranges
+        self.slots
             .into_iter()
-            .zip(self.refused)
-            .filter(|(_, refused)| !refused)
-            .map(|(r, _)| r)
+            .filter(|slot| !slot.refused)
+            .map(|slot| slot.range)
             .collect()
     }
 
     pub fn active_count(&self) -> usize {
-        self.active.iter().filter(|a| **a).count()
+        self.slots.iter().filter(|slot| slot.active).count()
     }
 
     fn interrupts(&self) -> Result<u64, ProfError> {
@@ -178,8 +177,8 @@ impl<'d> Rotation<'d> {
     /// counts across opens, so whatever was charged before is stale).
     pub fn counts_from_zero(&mut self) {
         self.last_count = 0;
-        for r in &mut self.ranges {
-            (r.sampled, r.alive) = (0, 0);
+        for slot in &mut self.slots {
+            (slot.range.sampled, slot.range.alive) = (0, 0);
         }
     }
 
@@ -189,13 +188,11 @@ impl<'d> Rotation<'d> {
         let now = self.interrupts()?;
         let delta = now.saturating_sub(self.last_count);
         self.last_count = now;
-        for (r, active) in self.ranges.iter_mut().zip(&self.active) {
-            if *active {
-                r.alive += delta;
-            }
+        for slot in self.slots.iter_mut().filter(|slot| slot.active) {
+            slot.range.alive += delta;
         }
         if sampling && let Some(c) = self.current {
-            self.ranges[c].sampled += delta;
+            self.slots[c].range.sampled += delta;
         }
         Ok(())
     }
@@ -211,7 +208,8 @@ impl<'d> Rotation<'d> {
             return Ok(());
         };
         let snapshot = self.device.read_profile()?;
-        let range = &mut self.ranges[c];
+        let slot = &mut self.slots[c];
+        let range = &mut slot.range;
         if range.buckets.is_empty() {
             range.buckets = vec![0; snapshot.len()];
         }
@@ -233,7 +231,9 @@ impl<'d> Rotation<'d> {
             .zip(&snapshot)
             .zip(&self.last_snapshot)
         {
-            *sum += u64::from(now.saturating_sub(before));
+            let new = u64::from(now.saturating_sub(before));
+            *sum += new;
+            slot.samples += new;
         }
         self.last_snapshot = snapshot;
         Ok(())
@@ -246,42 +246,38 @@ impl<'d> Rotation<'d> {
         let Some(c) = self.current else {
             return MAX_WINDOW;
         };
-        let r = &self.ranges[c];
-        if r.sampled == 0 {
+        let slot = &self.slots[c];
+        if slot.range.sampled == 0 {
             return FIRST_WINDOW;
         }
-        let share = r.buckets.iter().sum::<u64>() as f64 / r.sampled as f64;
+        let share = slot.samples as f64 / slot.range.sampled as f64;
         MAX_WINDOW.mul_f64(share.clamp(0.0, 1.0)).max(MIN_WINDOW)
     }
 
     /// Starts the next window on the next range in the rotation (the same
     /// range again if it is the only one: its histogram goes on counting).
     pub fn open_window(&mut self) -> Result<(), ProfError> {
-        let n = self.ranges.len();
+        let n = self.slots.len();
         let from = self.current.map_or(0, |c| c + 1);
         let order: Vec<usize> = (0..n).map(|step| (from + step) % n).collect();
-        // An idle range (under 1% of its windows, after a few) is looked at
-        // one turn in IDLE_TURNS: every look costs a read and a set that
-        // no range is profiled through.
-        let idle = |r: &Range, turns: u32, skipped: u32| {
-            turns >= 3
-                && skipped + 1 < IDLE_TURNS
-                && (r.buckets.iter().sum::<u64>() as f64) < 0.01 * r.sampled as f64
-        };
-        let busy = order.iter().copied().find(|&i| {
-            self.active[i]
-                && (Some(i) == self.current
-                    || !idle(&self.ranges[i], self.turns[i], self.skipped[i]))
+        // An idle range is looked at one turn in IDLE_TURNS: every look
+        // costs a read and a set that no range is profiled through. The
+        // ranges passed over on the way to the chosen one count a skip.
+        let chosen = order.iter().position(|&i| {
+            let slot = &self.slots[i];
+            slot.active
+                && (Some(i) == self.current || !slot.idle() || slot.skipped + 1 >= IDLE_TURNS)
         });
-        for &i in &order {
-            if self.active[i] && Some(i) != busy && busy.is_some() && order_before(&order, i, busy)
-            {
-                self.skipped[i] += 1;
+        if let Some(at) = chosen {
+            for &i in &order[..at] {
+                if self.slots[i].active {
+                    self.slots[i].skipped += 1;
+                }
             }
         }
-        let order: Vec<usize> = busy.into_iter().chain(order).collect();
-        for i in order {
-            if !self.active[i] {
+        let first = chosen.map(|at| order[at]);
+        for i in first.into_iter().chain(order) {
+            if !self.slots[i].active {
                 continue;
             }
             if Some(i) == self.current {
@@ -289,7 +285,7 @@ impl<'d> Rotation<'d> {
                 // the gap.
                 return self.charge(true);
             }
-            let r = &self.ranges[i];
+            let r = &self.slots[i].range;
             let kernel = r.space == Space::Kernel;
             match self
                 .device
@@ -297,8 +293,9 @@ impl<'d> Rotation<'d> {
             {
                 Ok(()) => {
                     self.current = Some(i);
-                    self.turns[i] += 1;
-                    self.skipped[i] = 0;
+                    let slot = &mut self.slots[i];
+                    slot.turns += 1;
+                    slot.skipped = 0;
                     self.last_snapshot.clear();
                     // The gap since the window closed: no range's.
                     return self.charge(false);
@@ -311,25 +308,7 @@ impl<'d> Rotation<'d> {
                         | Errno::EAGAIN
                         | Errno::EACCES
                         | Errno::EPERM),
-                    ) => {
-                        self.active[i] = false;
-                        self.refused[i] = true;
-                        let image = r.image.clone();
-                        let quiet = kernel && matches!(errno, Errno::EACCES | Errno::EPERM);
-                        if quiet {
-                            tracing::info!("the kernel range needs privilege: not profiled");
-                        } else if self.said.insert(image.clone(), ()).is_none() {
-                            eprintln!(
-                                "pfmprof: not profiling {image} ({:#x}-{:#x}, {} buckets): \
-                                 {errno}; its samples count as outside the ranges (a larger \
-                                 -stride needs fewer buckets; pfmd --max-profile-bytes and \
-                                 --profile-memory-per-user set the daemon's limits)",
-                                r.start,
-                                r.end,
-                                r.buckets_per_slot()
-                            );
-                        }
-                    }
+                    ) => self.refuse(i, errno),
                     _ => return Err(e.into()),
                 },
             }
@@ -337,11 +316,27 @@ impl<'d> Rotation<'d> {
         self.current = None;
         self.charge(false)
     }
-}
 
-/// Whether `i` comes before `chosen` in `order`.
-fn order_before(order: &[usize], i: usize, chosen: Option<usize>) -> bool {
-    let Some(chosen) = chosen else { return false };
-    let at = |x| order.iter().position(|&o| o == x);
-    at(i) < at(chosen)
+    /// The daemon refused range `i`: out of the rotation for good, said
+    /// once per image (the kernel range without privilege quietly).
+    fn refuse(&mut self, i: usize, errno: Errno) {
+        let slot = &mut self.slots[i];
+        (slot.active, slot.refused) = (false, true);
+        let r = &slot.range;
+        let kernel = r.space == Space::Kernel;
+        if kernel && matches!(errno, Errno::EACCES | Errno::EPERM) {
+            tracing::info!("the kernel range needs privilege: not profiled");
+        } else if self.said.insert(r.image.clone()) {
+            eprintln!(
+                "pfmprof: not profiling {} ({:#x}-{:#x}, {} buckets): \
+                 {errno}; its samples count as outside the ranges (a larger \
+                 -stride needs fewer buckets; pfmd --max-profile-bytes and \
+                 --profile-memory-per-user set the daemon's limits)",
+                r.image,
+                r.start,
+                r.end,
+                r.buckets_per_slot()
+            );
+        }
+    }
 }
