@@ -202,34 +202,22 @@ fn fuzz(model: &str, channel: Channel) {
     }
 }
 
-fn fuzz_ev4(channel: Channel) {
-    fuzz("ev4", channel);
+/// `fuzz_MODEL(channel)` for each model, two tests each.
+macro_rules! fuzz_models {
+    ($($test:ident => $model:literal),+ $(,)?) => {
+        $(fn $test(channel: Channel) {
+            fuzz($model, channel);
+        })+
+        over_each_fuse_channel!($($test),+);
+    };
 }
 
-fn fuzz_ev45(channel: Channel) {
-    fuzz("ev45", channel);
-}
-
-fn fuzz_ev5(channel: Channel) {
-    fuzz("ev5", channel);
-}
-
-fn fuzz_ev56(channel: Channel) {
-    fuzz("ev56", channel);
-}
-
-fn fuzz_pca56(channel: Channel) {
-    fuzz("pca56", channel);
-}
-
-fn fuzz_ev6(channel: Channel) {
-    fuzz("ev6", channel);
-}
-
-fn fuzz_ev67(channel: Channel) {
-    fuzz("ev67", channel);
-}
-
-over_each_fuse_channel!(
-    fuzz_ev4, fuzz_ev45, fuzz_ev5, fuzz_ev56, fuzz_pca56, fuzz_ev6, fuzz_ev67,
+fuzz_models!(
+    fuzz_ev4 => "ev4",
+    fuzz_ev45 => "ev45",
+    fuzz_ev5 => "ev5",
+    fuzz_ev56 => "ev56",
+    fuzz_pca56 => "pca56",
+    fuzz_ev6 => "ev6",
+    fuzz_ev67 => "ev67",
 );

@@ -1150,15 +1150,11 @@ fn stores_into_a_stalled_page_stall_only_their_caller(channel: Channel) {
     assert!(alive(&mut daemon));
 
     fs.release();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while attacker.try_wait().unwrap().is_none() {
-        assert!(
-            Instant::now() < deadline,
-            "nobody's calls not answered after its filesystem answered\n{}",
-            log_tail(&daemon, 40)
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    assert!(
+        xtask::pfmd::wait_for_exit(&mut attacker, Duration::from_secs(30)).is_some(),
+        "nobody's calls not answered after its filesystem answered\n{}",
+        log_tail(&daemon, 40)
+    );
     answered.extend(attack.iter());
     let results = calls(&answered);
     assert_eq!(results.len(), STALL_THREADS, "{answered:?}");
@@ -1281,15 +1277,11 @@ fn held_stores_on_one_cpu_leave_the_user_its_other_cpus(channel: Channel) {
     );
     assert_rows(&test, &out, &[("enable", "0"), ("getcnt", "0")]);
     fs.release();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while held.try_wait().unwrap().is_none() {
-        assert!(
-            Instant::now() < deadline,
-            "the held stores not answered after the filesystem answered\n{}",
-            log_tail(&daemon, 40)
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    assert!(
+        xtask::pfmd::wait_for_exit(&mut held, Duration::from_secs(30)).is_some(),
+        "the held stores not answered after the filesystem answered\n{}",
+        log_tail(&daemon, 40)
+    );
     let lines: Vec<String> = held_lines.iter().collect();
     assert!(
         lines
