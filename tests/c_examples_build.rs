@@ -578,3 +578,53 @@ fn ev4count_output_against_the_model() {
     );
     let _ = fs::remove_dir_all(&dir);
 }
+
+/// The kernel-floor measurement behind docs/transport-speed.md ("The
+/// kernel's floor") builds warning-free and gives its four rows for this
+/// machine's online CPUs.
+#[test]
+fn the_remote_reads_floor_measurement_builds_and_runs() {
+    let dir = scratch("remote_reads");
+    let bin = dir.join("remote_reads");
+    let src = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
+        .join("crates/pfm-bench/c/remote_reads.c");
+    let out = output(
+        Command::new("gcc")
+            .args(["-O2", "-Wall", "-Wextra", "-Werror", "-pthread", "-o"])
+            .arg(&bin)
+            .arg(&src),
+    );
+    assert!(out.status.success(), "gcc: {}", text(&out.stderr));
+    let out = output(Command::new(&bin).arg("50"));
+    assert!(
+        out.status.success(),
+        "remote_reads (needs CPU-wide perf events: root): {}",
+        text(&out.stderr)
+    );
+    let stdout = text(&out.stdout);
+    let online = online_cpus();
+    for row in ["syscall", "serial", "woken", "spinning"] {
+        let line = stdout
+            .lines()
+            .find(|l| l.contains(&format!(" row={row} ")))
+            .unwrap_or_else(|| panic!("no {row} row in:\n{stdout}"));
+        assert!(line.contains(&format!("cpus={online} ")), "{line}");
+        let p50: u64 = line
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix("p50_ns="))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no p50 in {line}"));
+        assert!(p50 > 0, "{line}");
+    }
+}
+
+fn online_cpus() -> usize {
+    let list = fs::read_to_string("/sys/devices/system/cpu/online").unwrap();
+    list.trim()
+        .split(',')
+        .map(|range| match range.split_once('-') {
+            Some((a, b)) => b.parse::<usize>().unwrap() - a.parse::<usize>().unwrap() + 1,
+            None => 1,
+        })
+        .sum()
+}

@@ -6,8 +6,12 @@
 //! round trip per CPU, and the caller waits for each. With enough CPUs a
 //! reader thread per CPU, bound to it, reads that CPU's groups locally (no
 //! IPI) while the others do the same, and the caller reads its own CPU's
-//! groups meanwhile. Waking a thread costs more than one IPI, so below
-//! `parallel_from` distinct CPUs the caller reads them all itself. Only
+//! groups meanwhile. The readers all sleep on one futex word, the bell: a
+//! read leaves each CPU's batch in that reader's inbox and rings once, one
+//! `FUTEX_WAKE` for every reader, where waking them one by one cost the
+//! caller a system call (and, in a VM, an exit) each (docs/transport-speed.md,
+//! "A 16-CPU machine"). Waking threads still costs more than a few IPIs, so
+//! below `parallel_from` distinct CPUs the caller reads them all itself. Only
 //! CPU-wide groups go to the readers: a per-thread group interrupts its CPU
 //! only while its thread runs there, and the thread that reads (the PME
 //! thread, as a rule) runs here.
@@ -20,9 +24,8 @@
 use super::DeviceError;
 use super::open_file::LiveGroup;
 use crate::backend::Target;
-use crossbeam_channel::{Receiver, SendError, Sender};
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::Thread;
 
@@ -85,13 +88,35 @@ impl Completion {
     }
 }
 
+/// What a reader and the callers share: the reader's batches to read, or
+/// `None` once the reader is gone (its thread ended), when callers read
+/// that CPU themselves.
+struct Inbox {
+    batches: Mutex<Option<Vec<Batch>>>,
+}
+
+/// The futex word every reader sleeps on, and whether the readers are to
+/// end (the device is going away).
+struct Bell {
+    rung: AtomicU32,
+    closing: AtomicBool,
+}
+
+impl Bell {
+    fn ring(&self) {
+        self.rung.fetch_add(1, Ordering::SeqCst);
+        atomic_wait::wake_all(&self.rung);
+    }
+}
+
 /// The reader threads, one per CPU, started on first use.
 pub struct GroupReaders {
     /// Fewest distinct CPUs a read must span to go parallel; 0 never does.
     parallel_from: usize,
     /// Indexed by CPU number. `None` inside: the thread could not start, so
     /// that CPU is read by the caller.
-    readers: Vec<OnceLock<Option<Sender<Batch>>>>,
+    readers: Vec<OnceLock<Option<Arc<Inbox>>>>,
+    bell: Arc<Bell>,
 }
 
 impl GroupReaders {
@@ -99,6 +124,10 @@ impl GroupReaders {
         GroupReaders {
             parallel_from,
             readers: (0..cpu_slots).map(|_| OnceLock::new()).collect(),
+            bell: Arc::new(Bell {
+                rung: AtomicU32::new(0),
+                closing: AtomicBool::new(false),
+            }),
         }
     }
 
@@ -127,17 +156,20 @@ impl GroupReaders {
             caller: std::thread::current(),
         });
         for (cpu, groups) in by_cpu {
-            let batch = Batch {
+            let mut batch = Batch {
                 groups,
                 read: Vec::new(),
                 shared,
                 done: done.clone(),
             };
-            if let Some(Err(SendError(mut batch))) = self.reader(cpu).map(|r| r.send(batch)) {
-                // A reader that is gone hands its batch back: read it here.
-                mine.append(&mut batch.groups);
+            let mut inbox = self.reader(cpu).map(|inbox| super::lock(&inbox.batches));
+            match inbox.as_mut().and_then(|batches| batches.as_mut()) {
+                Some(batches) => batches.push(batch),
+                // A reader that is gone: its CPU's groups are read here.
+                None => mine.append(&mut batch.groups),
             }
         }
+        self.bell.ring();
         let mut read: Vec<_> = mine
             .into_iter()
             .map(|(index, mut group)| {
@@ -171,22 +203,32 @@ impl GroupReaders {
     }
 
     /// `cpu`'s reader, started if this is the first read there.
-    fn reader(&self, cpu: u32) -> Option<&Sender<Batch>> {
+    fn reader(&self, cpu: u32) -> Option<&Arc<Inbox>> {
         self.readers
             .get(cpu as usize)?
-            .get_or_init(|| start_reader(cpu))
+            .get_or_init(|| start_reader(cpu, &self.bell))
             .as_ref()
     }
 }
 
-fn start_reader(cpu: u32) -> Option<Sender<Batch>> {
-    let (to_reader, batches) = crossbeam_channel::unbounded();
+impl Drop for GroupReaders {
+    fn drop(&mut self) {
+        self.bell.closing.store(true, Ordering::SeqCst);
+        self.bell.ring();
+    }
+}
+
+fn start_reader(cpu: u32, bell: &Arc<Bell>) -> Option<Arc<Inbox>> {
+    let inbox = Arc::new(Inbox {
+        batches: Mutex::new(Some(Vec::new())),
+    });
+    let (theirs, bell) = (inbox.clone(), bell.clone());
     let started = std::thread::Builder::new()
         .name(format!("pfmd-read/{cpu}"))
         .stack_size(256 * 1024)
-        .spawn(move || serve(cpu, batches));
+        .spawn(move || serve(cpu, &theirs, &bell));
     match started {
-        Ok(_) => Some(to_reader),
+        Ok(_) => Some(inbox),
         Err(e) => {
             tracing::warn!(
                 cpu,
@@ -202,13 +244,37 @@ fn start_reader(cpu: u32) -> Option<Sender<Batch>> {
 /// affinity, so it binds again when it finds itself elsewhere; while the
 /// CPU is offline it reads from wherever it runs (an IPI per group again,
 /// still correct).
-fn serve(cpu: u32, batches: Receiver<Batch>) {
+fn serve(cpu: u32, inbox: &Inbox, bell: &Bell) {
+    // However the thread ends, the inbox closes and what is in it is
+    // dropped, which tells each waiting caller.
+    struct Closing<'a>(&'a Inbox);
+    impl Drop for Closing<'_> {
+        fn drop(&mut self) {
+            let left = super::lock(&self.0.batches).take();
+            drop(left);
+        }
+    }
+    let _closing = Closing(inbox);
     bind(cpu);
-    for mut batch in batches {
+    loop {
+        let rung = bell.rung.load(Ordering::SeqCst);
+        let batches = super::lock(&inbox.batches)
+            .as_mut()
+            .map(std::mem::take)
+            .unwrap_or_default();
+        if batches.is_empty() {
+            if bell.closing.load(Ordering::SeqCst) {
+                return;
+            }
+            atomic_wait::wait(&bell.rung, rung);
+            continue;
+        }
         if nix::sched::sched_getcpu().ok() != Some(cpu as usize) {
             bind(cpu);
         }
-        batch.read_all();
+        for mut batch in batches {
+            batch.read_all();
+        }
     }
 }
 
@@ -309,5 +375,70 @@ mod tests {
             assert_eq!(counts, expected(&cpus));
             assert!(readers.readers.iter().all(|r| r.get().is_none()));
         }
+    }
+
+    #[test]
+    fn a_gone_readers_cpu_is_read_by_the_caller() {
+        let backend = MockBackend::with_events(&[HostEvent::CpuClock]);
+        let cpus = [0, 1, 2, 3];
+        let mut live = groups(&backend, &cpus);
+        let readers = GroupReaders::new(2, 4);
+        assert_eq!(read_ok(&readers, &mut live), expected(&cpus));
+        // What a reader's end leaves: its inbox closed.
+        for reader in readers.readers.iter().filter_map(|r| r.get()?.as_ref()) {
+            *super::super::lock(&reader.batches) = None;
+        }
+        assert_eq!(read_ok(&readers, &mut live), expected(&cpus));
+    }
+
+    #[test]
+    fn concurrent_reads_each_get_their_own_groups() {
+        let backend = MockBackend::with_events(&[HostEvent::CpuClock]);
+        let cpus = [0, 1, 2, 3];
+        let readers = GroupReaders::new(2, 4);
+        std::thread::scope(|s| {
+            for _ in 0..4 {
+                let mut live = groups(&backend, &cpus);
+                let readers = &readers;
+                s.spawn(move || {
+                    for _ in 0..200 {
+                        let counts = read_ok(readers, &mut live);
+                        assert_eq!(counts.len(), 2 * cpus.len());
+                        let order: Vec<u32> = live.iter().map(|g| g.cpu).collect();
+                        assert_eq!(order, cpus.iter().flat_map(|&c| [c, c]).collect::<Vec<_>>());
+                    }
+                });
+            }
+        });
+    }
+
+    #[test]
+    fn the_readers_end_with_their_device() {
+        let backend = MockBackend::with_events(&[HostEvent::CpuClock]);
+        let cpus = [0, 1, 2, 3];
+        let mut live = groups(&backend, &cpus);
+        let readers = GroupReaders::new(2, 4);
+        read_ok(&readers, &mut live);
+        let inboxes: Vec<Arc<Inbox>> = readers
+            .readers
+            .iter()
+            .filter_map(|r| r.get()?.clone())
+            .collect();
+        assert!(!inboxes.is_empty());
+        drop(readers);
+        // Each thread drops its handle on the inbox as it ends.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while inboxes.iter().any(|i| Arc::strong_count(i) > 1) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "a reader thread outlived its device"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        assert!(
+            inboxes
+                .iter()
+                .all(|i| super::super::lock(&i.batches).is_none())
+        );
     }
 }
