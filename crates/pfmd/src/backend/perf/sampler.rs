@@ -14,7 +14,9 @@ use crate::backend::{BackendError, Sample, SampleSink, SamplerSpec, SamplingStre
 use nix::errno::Errno;
 use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags, EpollTimeout};
 use perf_event::data::Record;
-use perf_event::{SampleFlag, Sampler};
+use perf_event::data::endian::Native;
+use perf_event::data::parse::{ParseConfig, Parser};
+use perf_event::{SampleFlag, Sampler, data};
 use std::collections::HashMap;
 use std::os::fd::{AsRawFd, BorrowedFd};
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -31,11 +33,16 @@ const FAILURE_WINDOW: Duration = Duration::from_secs(10);
 pub const RING_BYTES: usize = 256 * 1024;
 const PERF_RECORD_MISC_CPUMODE_MASK: u16 = 7;
 const PERF_RECORD_MISC_USER: u16 = 2;
+/// `PERF_RECORD_SAMPLE`, the type of a sample record.
+const PERF_RECORD_SAMPLE: u32 = 9;
 /// Callchain entries at or above this are context markers, not addresses.
 const PERF_CONTEXT_MAX: u64 = (-4095i64) as u64;
 
 struct Entry {
     sampler: Mutex<Sampler>,
+    /// How to parse a sample whose callchain is empty, where the sampler
+    /// records callchains ([`parse_chainless`]).
+    chainless: Option<ParseConfig<Native>>,
     sink: Arc<dyn SampleSink>,
     cpu: u32,
 }
@@ -196,8 +203,14 @@ impl Hub {
                 op: "epoll_ctl(ADD)",
                 errno,
             })?;
+        let chainless = spec.callchain.then(|| {
+            let mut attr = *builder.attrs();
+            attr.sample_type &= !SampleFlag::CALLCHAIN.bits();
+            ParseConfig::from(attr)
+        });
         let entry = Arc::new(Entry {
             sampler: Mutex::new(sampler),
+            chainless,
             sink,
             cpu: spec.cpu,
         });
@@ -216,28 +229,51 @@ fn drain(entry: &Entry) {
     while let Some(record) = sampler.next_record() {
         let misc = record.misc();
         match record.parse_record() {
-            Ok(Record::Sample(s)) => {
-                let sample = Sample {
-                    ip: s.ip().unwrap_or(0),
-                    // Unknown is never 0: pid 0 is the idle task.
-                    pid: s.pid().unwrap_or(u32::MAX),
-                    tid: s.tid().unwrap_or(0),
-                    cpu: s.cpu().unwrap_or(entry.cpu),
-                    user: misc & PERF_RECORD_MISC_CPUMODE_MASK == PERF_RECORD_MISC_USER,
-                    caller: s.callchain().and_then(caller_of),
-                    count: s
-                        .values()
-                        .and_then(|group| group.get(0))
-                        .map(|entry| entry.value()),
-                };
-                entry.sink.sample(&sample);
-            }
+            Ok(Record::Sample(s)) => deliver(entry, &s, misc),
             Ok(Record::Lost(lost)) => entry.sink.lost(lost.lost),
             Ok(Record::Throttle(_)) => entry.sink.throttled(),
             Ok(_) => {}
-            Err(e) => tracing::debug!("unparsable perf record: {e}"),
+            Err(e) => match parse_chainless(entry, &record) {
+                Some(()) => {}
+                None => tracing::debug!("unparsable perf record: {e}"),
+            },
         }
     }
+}
+
+fn deliver(entry: &Entry, s: &data::Sample, misc: u16) {
+    let sample = Sample {
+        ip: s.ip().unwrap_or(0),
+        // Unknown is never 0: pid 0 is the idle task.
+        pid: s.pid().unwrap_or(u32::MAX),
+        tid: s.tid().unwrap_or(0),
+        cpu: s.cpu().unwrap_or(entry.cpu),
+        user: misc & PERF_RECORD_MISC_CPUMODE_MASK == PERF_RECORD_MISC_USER,
+        caller: s.callchain().and_then(caller_of),
+        count: s
+            .values()
+            .and_then(|group| group.get(0))
+            .map(|entry| entry.value()),
+    };
+    entry.sink.sample(&sample);
+}
+
+/// perf-event-data (0.1.8, the newest) fails on a sample whose callchain is
+/// empty and ends the record, as every user-mode sample's is with
+/// `exclude_callchain_user`: it reads the zero-length chain past the end
+/// as EOF. Such a record is the same sample without a callchain: it is
+/// parsed and delivered as one. `None` if `record` is not such a sample.
+fn parse_chainless(entry: &Entry, record: &perf_event::Record) -> Option<()> {
+    let config = entry.chainless.as_ref()?;
+    if record.ty() != PERF_RECORD_SAMPLE {
+        return None;
+    }
+    let bytes = record.to_contiguous();
+    let without_chain = bytes.strip_suffix(&0u64.to_ne_bytes())?;
+    let mut parser = Parser::new(without_chain, config.clone());
+    let sample: data::Sample = parser.parse().ok()?;
+    deliver(entry, &sample, record.misc());
+    Some(())
 }
 
 /// The first return address of a kernel callchain: entries are context
