@@ -1,4 +1,5 @@
-//! Helpers of the hostile-caller tests (`hostile.rs`, `fuzz.rs`) that the
+//! Helpers of the hostile-caller tests (`hostile.rs`, `fuzz.rs`; `cuse_vm.rs`
+//! reads its guest clients' rows with them) that the
 //! shared harness (`common/mod.rs`) does not have: prerequisites that fail
 //! loudly on CI, the daemon's RSS, the hostile C client, opens that wait out
 //! a previous client's release.
