@@ -223,10 +223,22 @@ impl Hub {
     }
 }
 
-/// Parses and delivers every record in `entry`'s buffer.
+/// Records one drain takes at most: more than the ring holds of the
+/// smallest records, so a drain empties what was there when it began, but
+/// a sampler whose records come faster than they are parsed (a short
+/// period on a slow machine) cannot hold its lock, and the request that
+/// drains or switches it, for good. What is left wakes the sampler thread
+/// again (its epoll set is level-triggered).
+const MAX_RECORDS_PER_DRAIN: usize = RING_BYTES / 16;
+
+/// Parses and delivers the records in `entry`'s buffer, up to
+/// [`MAX_RECORDS_PER_DRAIN`].
 fn drain(entry: &Entry) {
     let mut sampler = entry.sampler.lock().unwrap_or_else(|e| e.into_inner());
-    while let Some(record) = sampler.next_record() {
+    for _ in 0..MAX_RECORDS_PER_DRAIN {
+        let Some(record) = sampler.next_record() else {
+            break;
+        };
         let misc = record.misc();
         match record.parse_record() {
             Ok(Record::Sample(s)) => deliver(entry, &s, misc),
