@@ -216,3 +216,28 @@ pub fn values(text: &str) -> HashMap<String, u64> {
         .filter_map(|(k, v)| Some((k.to_string(), v.parse().ok()?)))
         .collect()
 }
+
+/// What the `pidns` client's rows must say (tests/hostile/client.c): no
+/// count while only threads without the PME bit ran (phase 1), the PME
+/// thread's own time in phase 2 and, where the counter is the cpu-clock
+/// stand-in, about its run time at the nominal clock (both from one clock,
+/// so load does not skew them).
+pub fn assert_pidns_phases(who: &str, out: &str) {
+    let v = values(out);
+    assert_eq!(
+        v["phase1"], 0,
+        "{who}: threads without the PME bit counted:\n{out}"
+    );
+    assert!(
+        v["phase2"] > 0,
+        "{who}: the PME thread was not counted:\n{out}"
+    );
+    if v["fidelity"] == pfm_model::Fidelity::Approximate.abi_code() {
+        let expected = v["pme_cpu_ns"] as f64 * v["khz"] as f64 / 1e6 / v["period"] as f64;
+        let got = v["phase2"] as f64;
+        assert!(
+            got >= expected * 0.5 && got <= expected * 1.5 + 2.0,
+            "{who}: {got} interrupts for {expected:.0} expected from the thread's CPU time\n{out}"
+        );
+    }
+}

@@ -34,7 +34,7 @@ use std::process::Command;
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use common_hostile::{assert_rows, rows, values};
+use common_hostile::{assert_pidns_phases, assert_rows, rows, values};
 use xtask::ci::skip_or_fail;
 use xtask::guest::{Step, Steps};
 use xtask::vm::{Arch, Vm};
@@ -1527,25 +1527,7 @@ fn hostile_suite_over_cuse_in_a_vm() {
             out.contains("pid=1\n"),
             "{who}: not in a PID namespace:\n{out}"
         );
-        let v = values(&out);
-        assert_eq!(
-            v["phase1"], 0,
-            "{who}: threads without the PME bit counted:\n{out}"
-        );
-        assert!(
-            v["phase2"] > 0,
-            "{who}: the PME thread was not counted:\n{out}"
-        );
-        if v["fidelity"] == pfm_model::Fidelity::Approximate.abi_code() {
-            // The thread's run time at the nominal clock, against its own
-            // task-clock: one clock, so load does not skew them.
-            let expected = v["pme_cpu_ns"] as f64 * v["khz"] as f64 / 1e6 / v["period"] as f64;
-            let got = v["phase2"] as f64;
-            assert!(
-                got >= expected * 0.5 && got <= expected * 1.5 + 2.0,
-                "{who}: {got} interrupts for {expected:.0} expected from the thread's CPU time\n{out}"
-            );
-        }
+        assert_pidns_phases(who, &out);
     }
 
     // a_holder_keeps_working_while_nobody_polls_open: every attacker open

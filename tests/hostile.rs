@@ -10,8 +10,8 @@ mod common_hostile;
 
 use common::{Channel, Daemon};
 use common_hostile::{
-    Need, alive, assert_rows, bug_lines, client, client_as_nobody, log_tail, open_when_free,
-    prerequisites, rows, rss_kib, run_ok, serial, values,
+    Need, alive, assert_pidns_phases, assert_rows, bug_lines, client, client_as_nobody, log_tail,
+    open_when_free, prerequisites, rows, rss_kib, run_ok, serial, values,
 };
 use pfm_abi::{Iccsr, Items, OpenMode};
 use std::collections::HashMap;
@@ -175,25 +175,7 @@ fn pid_namespace_client_counts_its_own_threads(channel: Channel) {
                 ("getcnt2", "0"),
             ],
         );
-        let v = values(&out);
-        assert_eq!(
-            v["phase1"], 0,
-            "{who}: threads without the PME bit counted:\n{out}"
-        );
-        assert!(
-            v["phase2"] > 0,
-            "{who}: the PME thread was not counted:\n{out}"
-        );
-        if v["fidelity"] == pfm_model::Fidelity::Approximate.abi_code() {
-            // cpu-clock: the thread's run time at the nominal clock, against
-            // the thread's own task-clock: one clock, so load does not skew them.
-            let expected = v["pme_cpu_ns"] as f64 * v["khz"] as f64 / 1e6 / v["period"] as f64;
-            let got = v["phase2"] as f64;
-            assert!(
-                got >= expected * 0.5 && got <= expected * 1.5 + 2.0,
-                "{who}: {got} interrupts for {expected:.0} expected from the thread's CPU time\n{out}"
-            );
-        }
+        assert_pidns_phases(who, &out);
         println!("{who}: {}", out.lines().last().unwrap_or_default());
     }
     no_bugs(&daemon);
