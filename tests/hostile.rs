@@ -1167,20 +1167,29 @@ fn stores_into_a_stalled_page_stall_only_their_caller(channel: Channel) {
     no_bugs(&daemon);
 }
 
-/// The daemon's store helper: its child named `pfmd-stores`.
+/// The daemon's store helper: its child named `pfmd-stores`. The child
+/// takes that name as it starts, which on a loaded machine can be after
+/// the daemon says it is ready: looked for until it has.
 fn store_helper(daemon: i32) -> i32 {
-    let children = std::fs::read_dir(format!("/proc/{daemon}/task"))
-        .unwrap()
-        .flat_map(|task| std::fs::read_to_string(task.unwrap().path().join("children")))
-        .collect::<String>();
-    children
-        .split_whitespace()
-        .find(|pid| {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let children = std::fs::read_dir(format!("/proc/{daemon}/task"))
+            .unwrap()
+            .flat_map(|task| std::fs::read_to_string(task.unwrap().path().join("children")))
+            .collect::<String>();
+        let helper = children.split_whitespace().find(|pid| {
             std::fs::read_to_string(format!("/proc/{pid}/comm"))
                 .is_ok_and(|comm| comm.trim() == "pfmd-stores")
-        })
-        .and_then(|pid| pid.parse().ok())
-        .unwrap_or_else(|| panic!("no store helper among {daemon}'s children {children:?}"))
+        });
+        if let Some(pid) = helper.and_then(|pid| pid.parse().ok()) {
+            return pid;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no store helper among {daemon}'s children {children:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 /// Threads of the daemon's store helper.
