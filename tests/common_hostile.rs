@@ -241,3 +241,40 @@ pub fn assert_pidns_phases(who: &str, out: &str) {
         );
     }
 }
+
+/// What the `userns` client's rows must say for root (everything allowed),
+/// on EV5 with its `PCNT5FREQ` row.
+pub fn userns_rows_of_root(ev5: bool) -> Vec<(&'static str, &'static str)> {
+    [
+        ("open", "0"),
+        ("logall", "0"),
+        ("renable_under_logall", "0"),
+        ("setkrange", "0"),
+        ("caller", "0"),
+        ("logselect", "0"),
+    ]
+    .into_iter()
+    .chain(ev5.then_some(("freq256", "0")))
+    .collect()
+}
+
+/// What they must say for a caller that may not count system-wide (nobody,
+/// and root of a user namespace or without capabilities): refused all that
+/// is system-wide or kernel, allowed its own threads in user mode.
+pub fn userns_rows_refused(ev5: bool) -> Vec<(&'static str, &'static str)> {
+    [
+        ("open", "0"),
+        ("logall", "EACCES"),
+        ("setitems", "0"),
+        ("select", "0"),
+        ("renable_under_logall", "EACCES"),
+        ("setitems_profiling", "0"),
+        ("setkrange", "EACCES"),
+        ("caller", "EINVAL"),
+        ("logselect", "0"),
+        ("renable_under_logselect", "0"),
+    ]
+    .into_iter()
+    .chain(ev5.then_some(("freq256", "EPERM")))
+    .collect()
+}

@@ -34,7 +34,9 @@ use std::process::Command;
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use common_hostile::{assert_pidns_phases, assert_rows, rows, values};
+use common_hostile::{
+    assert_pidns_phases, assert_rows, rows, userns_rows_of_root, userns_rows_refused, values,
+};
 use xtask::ci::skip_or_fail;
 use xtask::guest::{Step, Steps};
 use xtask::vm::{Arch, Vm};
@@ -1457,34 +1459,10 @@ fn hostile_suite_over_cuse_in_a_vm() {
     for model in ["ev4", "ev5"] {
         let ev5 = model == "ev5";
         let name = |who: &str| format!("userns_{model}_{who}");
-        let mut want = vec![
-            ("open", "0"),
-            ("logall", "0"),
-            ("renable_under_logall", "0"),
-            ("setkrange", "0"),
-            ("caller", "0"),
-            ("logselect", "0"),
-        ];
-        if ev5 {
-            want.push(("freq256", "0"));
-        }
+        let want = userns_rows_of_root(ev5);
         let root = rows_of(&name("root"), &want);
         assert!(root.contains("user_only=0"), "{root}");
-        let refused: Vec<(&str, &str)> = [
-            ("open", "0"),
-            ("logall", "EACCES"),
-            ("setitems", "0"),
-            ("select", "0"),
-            ("renable_under_logall", "EACCES"),
-            ("setitems_profiling", "0"),
-            ("setkrange", "EACCES"),
-            ("caller", "EINVAL"),
-            ("logselect", "0"),
-            ("renable_under_logselect", "0"),
-        ]
-        .into_iter()
-        .chain(ev5.then_some(("freq256", "EPERM")))
-        .collect();
+        let refused = userns_rows_refused(ev5);
         let nobody = rows_of(&name("nobody"), &refused);
         assert!(nobody.contains("user_only=1"), "{nobody}");
         let userns = rows_of(&name("ns"), &refused);

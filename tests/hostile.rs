@@ -11,7 +11,8 @@ mod common_hostile;
 use common::{Channel, Daemon};
 use common_hostile::{
     Need, alive, assert_pidns_phases, assert_rows, bug_lines, client, client_as_nobody, log_tail,
-    open_when_free, prerequisites, rows, rss_kib, run_ok, serial, values,
+    open_when_free, prerequisites, rows, rss_kib, run_ok, serial, userns_rows_of_root,
+    userns_rows_refused, values,
 };
 use pfm_abi::{Iccsr, Items, OpenMode};
 use std::collections::HashMap;
@@ -63,35 +64,11 @@ fn user_namespace_root_gets_nothing_nobody_would_not(channel: Channel) {
         let ev5 = model == "ev5";
 
         let root = run_ok(&daemon, &mut client(&daemon, "userns", &[]));
-        let mut want = vec![
-            ("open", "0"),
-            ("logall", "0"),
-            ("renable_under_logall", "0"),
-            ("setkrange", "0"),
-            ("caller", "0"),
-            ("logselect", "0"),
-        ];
-        if ev5 {
-            want.push(("freq256", "0"));
-        }
+        let want = userns_rows_of_root(ev5);
         assert_rows(&format!("{model} root"), &root, &want);
         assert!(root.contains("user_only=0"), "{root}");
 
-        let refused: Vec<(&str, &str)> = [
-            ("open", "0"),
-            ("logall", "EACCES"),
-            ("setitems", "0"),
-            ("select", "0"),
-            ("renable_under_logall", "EACCES"),
-            ("setitems_profiling", "0"),
-            ("setkrange", "EACCES"),
-            ("caller", "EINVAL"),
-            ("logselect", "0"),
-            ("renable_under_logselect", "0"),
-        ]
-        .into_iter()
-        .chain(ev5.then_some(("freq256", "EPERM")))
-        .collect();
+        let refused = userns_rows_refused(ev5);
 
         let nobody = run_ok(&daemon, &mut client_as_nobody(&daemon, "userns", &[]));
         assert_rows(&format!("{model} nobody"), &nobody, &refused);
