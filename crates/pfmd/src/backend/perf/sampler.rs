@@ -41,7 +41,7 @@ const PERF_CONTEXT_MAX: u64 = (-4095i64) as u64;
 struct Entry {
     sampler: Mutex<Sampler>,
     /// How to parse a sample whose callchain is empty, where the sampler
-    /// records callchains ([`parse_chainless`]).
+    /// records callchains ([`deliver_chainless`]).
     chainless: Option<ParseConfig<Native>>,
     sink: Arc<dyn SampleSink>,
     cpu: u32,
@@ -245,10 +245,11 @@ fn drain(entry: &Entry) {
             Ok(Record::Lost(lost)) => entry.sink.lost(lost.lost),
             Ok(Record::Throttle(_)) => entry.sink.throttled(),
             Ok(_) => {}
-            Err(e) => match parse_chainless(entry, &record) {
-                Some(()) => {}
-                None => tracing::debug!("unparsable perf record: {e}"),
-            },
+            Err(e) => {
+                if !deliver_chainless(entry, &record) {
+                    tracing::debug!("unparsable perf record: {e}");
+                }
+            }
         }
     }
 }
@@ -274,18 +275,25 @@ fn deliver(entry: &Entry, s: &data::Sample, misc: u16) {
 /// empty and ends the record, as every user-mode sample's is with
 /// `exclude_callchain_user`: it reads the zero-length chain past the end
 /// as EOF. Such a record is the same sample without a callchain: it is
-/// parsed and delivered as one. `None` if `record` is not such a sample.
-fn parse_chainless(entry: &Entry, record: &perf_event::Record) -> Option<()> {
-    let config = entry.chainless.as_ref()?;
+/// parsed and delivered as one. False if `record` is not such a sample.
+fn deliver_chainless(entry: &Entry, record: &perf_event::Record) -> bool {
+    let Some(config) = entry.chainless.as_ref() else {
+        return false;
+    };
     if record.ty() != PERF_RECORD_SAMPLE {
-        return None;
+        return false;
     }
     let bytes = record.to_contiguous();
-    let without_chain = bytes.strip_suffix(&0u64.to_ne_bytes())?;
-    let mut parser = Parser::new(without_chain, config.clone());
-    let sample: data::Sample = parser.parse().ok()?;
-    deliver(entry, &sample, record.misc());
-    Some(())
+    let Some(without_chain) = bytes.strip_suffix(&0u64.to_ne_bytes()) else {
+        return false;
+    };
+    match Parser::new(without_chain, config.clone()).parse::<data::Sample>() {
+        Ok(sample) => {
+            deliver(entry, &sample, record.misc());
+            true
+        }
+        Err(_) => false,
+    }
 }
 
 /// The first return address of a kernel callchain: entries are context
