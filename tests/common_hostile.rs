@@ -278,3 +278,21 @@ pub fn userns_rows_refused(ev5: bool) -> Vec<(&'static str, &'static str)> {
     .chain(ev5.then_some(("freq256", "EPERM")))
     .collect()
 }
+
+/// What nobody's `peek` must say after root's session: nothing of it (no
+/// periods, fidelities or counts) and the selection an open starts with.
+pub fn assert_peek_sees_nothing_of_root(peek: &str) {
+    let v = values(peek);
+    assert_eq!(v["uid"], 65534, "{peek}");
+    for key in [
+        "period0",
+        "period1",
+        "period2",
+        "fidelity0",
+        "fidelity1",
+        "count0",
+    ] {
+        assert_eq!(v[key], 0, "nobody sees root's {key}:\n{peek}");
+    }
+    assert_eq!(v["items"], 1, "items after open are PFM_COUNTERS:\n{peek}");
+}
