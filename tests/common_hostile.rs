@@ -296,3 +296,18 @@ pub fn assert_peek_sees_nothing_of_root(peek: &str) {
     }
     assert_eq!(v["items"], 1, "items after open are PFM_COUNTERS:\n{peek}");
 }
+
+/// What the `wedge` client's rows must say, either variant, root or nobody:
+/// every call of the open answered after its PME child died.
+pub const WEDGE_ROWS: &[(&str, &str)] = &[
+    ("setitems_ipl", "0"),
+    ("select", "0"),
+    ("child_logselect", "0"),
+    ("setmux", "0"),
+    ("logselect", "0"),
+    ("setitems", "0"),
+    ("renable", "0"),
+    ("rdisable", "0"),
+    ("getcnt", "0"),
+    ("getiplhis", "0"),
+];

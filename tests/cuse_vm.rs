@@ -35,8 +35,8 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use common_hostile::{
-    assert_peek_sees_nothing_of_root, assert_pidns_phases, assert_rows, rows, userns_rows_of_root,
-    userns_rows_refused, values,
+    WEDGE_ROWS, assert_peek_sees_nothing_of_root, assert_pidns_phases, assert_rows, rows,
+    userns_rows_of_root, userns_rows_refused, values,
 };
 use xtask::ci::skip_or_fail;
 use xtask::guest::{Step, Steps};
@@ -1422,21 +1422,7 @@ fn hostile_suite_over_cuse_in_a_vm() {
     for variant in ["A", "B"] {
         for who in ["nobody", "root"] {
             let name = format!("wedge_{variant}_{who}");
-            let out = rows_of(
-                &name,
-                &[
-                    ("setitems_ipl", "0"),
-                    ("select", "0"),
-                    ("child_logselect", "0"),
-                    ("setmux", "0"),
-                    ("logselect", "0"),
-                    ("setitems", "0"),
-                    ("renable", "0"),
-                    ("rdisable", "0"),
-                    ("getcnt", "0"),
-                    ("getiplhis", "0"),
-                ],
-            );
+            let out = rows_of(&name, WEDGE_ROWS);
             if variant == "B" {
                 assert_rows(&name, &out, &[("parent_logselect", "0")]);
             }
