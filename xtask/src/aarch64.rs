@@ -1,10 +1,14 @@
 //! Building the workspace for `aarch64-unknown-linux-gnu`.
 //!
 //! The host's Rust toolchains have only the x86_64 std, and rustup cannot
-//! download another, so the build runs in a Debian trixie chroot (made once
-//! with mmdebstrap) whose rustc and cargo come from trixie-backports along
-//! with `libstd-rust-dev:arm64`, linking with `aarch64-linux-gnu-gcc`.
-//! (Plain trixie's rustc 1.85 is too old for the edition-2024 code here.)
+//! download another, so the build runs in a Debian chroot (made once with
+//! mmdebstrap) whose rustc and cargo come with `libstd-rust-dev:arm64`,
+//! linking with `aarch64-linux-gnu-gcc`. The toolchain comes from the first
+//! of [`CHROOT_RECIPES`] that the mirror can install: trixie-backports, then
+//! testing, then unstable. (A suite's amd64 and arm64 builds of a new rustc
+//! land hours or days apart, and until both have, the compiler and the
+//! arm64 std cannot be installed together from that suite. Plain trixie's
+//! rustc 1.85 is too old for the edition-2024 code here.)
 //! The sources are synchronised into the chroot (the work tree is never
 //! written to), keeping modification times so that cargo's incremental
 //! builds work; binaries are static unless asked otherwise, so they run in
@@ -28,10 +32,73 @@ const DEFAULT_MIRROR: &str = "http://deb.debian.org/debian";
 const SECURITY_MIRROR_ENV: &str = "PFM_DEBIAN_SECURITY_MIRROR";
 const DEFAULT_SECURITY_MIRROR: &str = "http://deb.debian.org/debian-security";
 
-/// What goes into the chroot; changing it makes a new chroot.
-const CHROOT_PACKAGES: &str = "rustc/trixie-backports,cargo/trixie-backports,\
-    libstd-rust-dev:arm64/trixie-backports,gcc-aarch64-linux-gnu,libc6-dev-arm64-cross,\
-    ca-certificates";
+/// One way to make the chroot: the suite it is made of, the extra suites
+/// its sources list names, and the packages it gets. The `.ready` marker
+/// holds [`ChrootRecipe::identity`]; a recipe changed here makes a new chroot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ChrootRecipe {
+    pub suite: &'static str,
+    /// Suites besides `suite` (`security` ones come from the security mirror).
+    pub extra_suites: &'static [&'static str],
+    pub packages: &'static str,
+    /// Accept a Release file past its Valid-Until. Testing's and unstable's
+    /// expire a week after they are made, so a mirror that is a cache or a
+    /// frozen copy serves them expired, and apt would refuse the suite.
+    pub accept_expired_release: bool,
+}
+
+/// Tried in order until one installs.
+pub const CHROOT_RECIPES: &[ChrootRecipe] = &[
+    ChrootRecipe {
+        suite: "trixie",
+        extra_suites: &["trixie-updates", "trixie-security", "trixie-backports"],
+        packages: "rustc/trixie-backports,cargo/trixie-backports,\
+            libstd-rust-dev:arm64/trixie-backports,gcc-aarch64-linux-gnu,\
+            libc6-dev-arm64-cross,ca-certificates",
+        accept_expired_release: false,
+    },
+    ChrootRecipe {
+        suite: "forky",
+        extra_suites: &[],
+        packages: "rustc,cargo,libstd-rust-dev:arm64,gcc-aarch64-linux-gnu,\
+            libc6-dev-arm64-cross,ca-certificates",
+        accept_expired_release: true,
+    },
+    ChrootRecipe {
+        suite: "sid",
+        extra_suites: &[],
+        packages: "rustc,cargo,libstd-rust-dev:arm64,gcc-aarch64-linux-gnu,\
+            libc6-dev-arm64-cross,ca-certificates",
+        accept_expired_release: true,
+    },
+];
+
+impl ChrootRecipe {
+    /// What the `.ready` marker of a chroot made this way holds.
+    pub fn identity(&self) -> String {
+        format!("{} {}", self.suite, self.packages)
+    }
+
+    /// The sources list, one `deb` line per suite.
+    fn sources(&self, mirror: &str, security: &str) -> Vec<String> {
+        std::iter::once(self.suite)
+            .chain(self.extra_suites.iter().copied())
+            .map(|suite| {
+                let from = if suite.ends_with("-security") {
+                    security
+                } else {
+                    mirror
+                };
+                let options = if self.accept_expired_release {
+                    "[check-valid-until=no] "
+                } else {
+                    ""
+                };
+                format!("deb {options}{from} {suite} main")
+            })
+            .collect()
+    }
+}
 
 /// Environment passed into the chroot as it is, so that a proxy in front of
 /// crates.io works there too.
@@ -55,6 +122,12 @@ pub enum BuildError {
     NotACargoProject(PathBuf),
     #[error("cargo build for {TARGET} failed ({0})")]
     Cargo(String),
+    #[error(
+        "no Debian suite could make the aarch64 chroot (set {MIRROR_ENV} to another mirror, or \
+         try again once the mirror's amd64 and arm64 rustc agree):\n{}",
+        .0.join("\n")
+    )]
+    NoChroot(Vec<String>),
     #[error(transparent)]
     Host(#[from] HostError),
 }
@@ -328,42 +401,60 @@ fn project_label(project: &Path) -> String {
     format!("{name}-{:08x}", hash as u32)
 }
 
-/// Creates the chroot unless it is there (`.ready` marks a complete one).
+/// Creates the chroot unless it is there (`.ready` marks a complete one),
+/// from the first of [`CHROOT_RECIPES`] that installs.
 pub fn ensure_chroot(chroot: &Path) -> Result<(), BuildError> {
     let ready = chroot.join(".ready");
-    if fs::read_to_string(&ready).is_ok_and(|text| text.trim() == CHROOT_PACKAGES) {
+    if fs::read_to_string(&ready).is_ok_and(|text| {
+        CHROOT_RECIPES
+            .iter()
+            .any(|recipe| text.trim() == recipe.identity())
+    }) {
         return Ok(());
     }
     let cache = chroot.parent().unwrap_or(Path::new("."));
     host::ensure_tools(&[Tool::MMDEBSTRAP, Tool::GIT], cache, &progress)?;
-    progress(&format!(
-        "creating the Debian trixie chroot in {} (once: about a minute, 1.4 GB)",
-        chroot.display()
-    ));
-    let _ = fs::remove_dir_all(chroot);
     let mirror = std::env::var(MIRROR_ENV).unwrap_or_else(|_| DEFAULT_MIRROR.into());
     let security =
         std::env::var(SECURITY_MIRROR_ENV).unwrap_or_else(|_| DEFAULT_SECURITY_MIRROR.into());
-    let mut mmdebstrap = Command::new("mmdebstrap");
-    mmdebstrap
-        .args([
-            "--variant=apt",
-            "--architectures=amd64,arm64",
-            &format!("--include={CHROOT_PACKAGES}"),
-            "trixie",
-        ])
-        .arg(chroot)
-        .args([
-            format!("deb {mirror} trixie main"),
-            format!("deb {mirror} trixie-updates main"),
-            format!("deb {security} trixie-security main"),
-            format!("deb {mirror} trixie-backports main"),
-        ]);
-    host::run_logged(&mut mmdebstrap, &cache.join("mmdebstrap.log"))?;
-    let build_dir = chroot.join("build");
-    fs::create_dir_all(&build_dir).context(|| format!("create {}", build_dir.display()))?;
-    fs::write(&ready, CHROOT_PACKAGES).context(|| format!("write {}", ready.display()))?;
-    Ok(())
+    let mut failures = Vec::new();
+    for recipe in CHROOT_RECIPES {
+        progress(&format!(
+            "creating the Debian {} chroot in {} (once: about a minute, 1.4 GB)",
+            recipe.suite,
+            chroot.display()
+        ));
+        let _ = fs::remove_dir_all(chroot);
+        let mut mmdebstrap = Command::new("mmdebstrap");
+        mmdebstrap
+            .args([
+                "--variant=apt",
+                "--architectures=amd64,arm64",
+                &format!("--include={}", recipe.packages),
+                recipe.suite,
+            ])
+            .arg(chroot)
+            .args(recipe.sources(&mirror, &security));
+        match host::run_logged(&mut mmdebstrap, &cache.join("mmdebstrap.log")) {
+            Ok(()) => {
+                let build_dir = chroot.join("build");
+                fs::create_dir_all(&build_dir)
+                    .context(|| format!("create {}", build_dir.display()))?;
+                fs::write(&ready, recipe.identity())
+                    .context(|| format!("write {}", ready.display()))?;
+                return Ok(());
+            }
+            Err(error) => {
+                progress(&format!(
+                    "{} cannot make it, trying the next suite: {error}",
+                    recipe.suite
+                ));
+                failures.push(format!("{}: {error}", recipe.suite));
+            }
+        }
+    }
+    let _ = fs::remove_dir_all(chroot);
+    Err(BuildError::NoChroot(failures))
 }
 
 /// The host's own CA certificates (e.g. of a TLS-inspecting proxy in front
@@ -503,6 +594,26 @@ mod tests {
 
     fn args(list: &[&str]) -> Vec<String> {
         list.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn recipes_list_their_suites_and_differ() {
+        let trixie = CHROOT_RECIPES[0].sources("http://m", "http://s");
+        assert_eq!(
+            trixie,
+            [
+                "deb http://m trixie main",
+                "deb http://m trixie-updates main",
+                "deb http://s trixie-security main",
+                "deb http://m trixie-backports main",
+            ]
+        );
+        assert_eq!(
+            CHROOT_RECIPES[1].sources("http://m", "http://s"),
+            ["deb [check-valid-until=no] http://m forky main"]
+        );
+        let identities: BTreeSet<String> = CHROOT_RECIPES.iter().map(|r| r.identity()).collect();
+        assert_eq!(identities.len(), CHROOT_RECIPES.len());
     }
 
     #[test]
