@@ -496,3 +496,44 @@ fn writes_are_refused_with_einval() {
         Some(libc::EINVAL)
     );
 }
+
+/// Every counter of a CPU-wide open counts in every measurement, not only
+/// the first: here counter 1 bound to task-clock by an event map, a member of
+/// cpu-clock's group. Switching the group with PERF_IOC_FLAG_GROUP, as pfmd
+/// did, left the kernel's software members counting nothing after their
+/// first disable and enable, and the second and third measurements here read
+/// exactly 0; only the leader is switched now.
+#[test]
+fn a_group_member_counts_after_the_first_measurement() {
+    if !can_run() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let map = dir.path().join("task-clock.map");
+    std::fs::write(&map, "PF_DCACHE type=1 config=1\n").unwrap();
+    let daemon = Daemon::start(&["--event-map", map.to_str().unwrap()]);
+    let device = daemon.open(OpenMode::All).unwrap();
+    device.set_items(Items::COUNTERS).unwrap();
+    let mux = Iccsr::new(0xa, 0x0, 1, 1, 0);
+    let measure = || {
+        device.set_mux(mux).unwrap();
+        device.clear_counts().unwrap();
+        device.enable().unwrap();
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_millis(100) {
+            std::hint::black_box(0u64);
+        }
+        device.disable().unwrap();
+        device.disable().unwrap();
+        device.ev4_counts().unwrap()[0].pf_cntr1
+    };
+    let first = measure();
+    let second = measure();
+    let third = measure();
+    assert!(first > 0, "task-clock counts at all: {first}");
+    assert!(
+        second > 0 && third > 0,
+        "counts {first}, {second}, {third}: a repeated selection stopped the counter\n{}",
+        daemon.log()
+    );
+}

@@ -22,6 +22,8 @@ struct World {
     exited: HashSet<i32>,
     /// Opening a group panics (a bug in pfmd, for containment tests).
     panic_on_open: bool,
+    /// Enable and disable calls on groups, changing their state or not.
+    switches: u64,
     /// Offline CPUs: a CPU-wide event there is `ENODEV`, as the kernel's.
     offline: HashSet<u32>,
 }
@@ -147,6 +149,11 @@ impl MockBackend {
     }
 
     /// Every group spec opened so far.
+    /// How many enable and disable calls groups have had.
+    pub fn group_switches(&self) -> u64 {
+        self.world.lock().unwrap().switches
+    }
+
     pub fn opened(&self) -> Vec<GroupSpec> {
         self.world.lock().unwrap().opened.clone()
     }
@@ -186,6 +193,7 @@ struct MockGroup {
 
 impl CountingGroup for MockGroup {
     fn enable(&mut self) -> Result<(), BackendError> {
+        self.backend.world.lock().unwrap().switches += 1;
         if let Some(at) = self.disabled_at.take() {
             let now = self.backend.totals(&self.spec);
             for ((h, n), a) in self.hidden.iter_mut().zip(now).zip(at) {
@@ -196,6 +204,7 @@ impl CountingGroup for MockGroup {
     }
 
     fn disable(&mut self) -> Result<(), BackendError> {
+        self.backend.world.lock().unwrap().switches += 1;
         if self.disabled_at.is_none() {
             self.disabled_at = Some(self.backend.totals(&self.spec));
         }

@@ -89,6 +89,7 @@ impl Session<'_> {
         let file = &mut *self.file;
         let built = file.counting();
         let plan = file.host_plan();
+        let was_enabled = file.settings.enabled;
         if built {
             // Every event counted so far is in the tallies when `change` runs.
             file.fold(khz, &self.device.readers)?;
@@ -96,8 +97,13 @@ impl Session<'_> {
         change(file);
         if built && file.host_plan() == plan {
             // The same host events: keep them, and the threads and processes
-            // they already follow (the PME bit), and only switch them.
+            // they already follow (the PME bit), and only switch them, when
+            // that changes: a repeated PCNTSETMUX or PCNTRDISABLE costs no
+            // system call per CPU.
             let running = file.settings.enabled;
+            if running == was_enabled {
+                return Ok(IoctlReply::none());
+            }
             return file.set_running(running).map(|()| IoctlReply::none());
         }
         if built {

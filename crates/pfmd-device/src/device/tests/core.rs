@@ -457,6 +457,42 @@ fn disable_and_enable_keep_the_host_events_open() {
     assert!(b.opened().len() > opened);
 }
 
+/// A request that leaves the open as it is (the same selection again, a
+/// second PCNTRDISABLE or PCNTRENABLE) switches no host event.
+#[test]
+fn a_repeated_setting_switches_no_host_event() {
+    let b = MockBackend::with_events(&[HostEvent::CpuClock]);
+    let d = device_with(&b, 2);
+    let c = root(10);
+    let f = counting_open(&d, &c, PCNTOPENALL);
+    ioctl(&d, f, &c, n::PCNTRENABLE, 0).unwrap();
+    ioctl(&d, f, &c, n::PCNTRDISABLE, 0).unwrap();
+    let (opened, switches) = (b.opened().len(), b.group_switches());
+    ioctl(&d, f, &c, n::PCNTSETMUX, cycles_only(1)).unwrap();
+    ioctl(&d, f, &c, n::PCNTRDISABLE, 0).unwrap();
+    assert_eq!(b.opened().len(), opened, "no group reopened");
+    assert_eq!(
+        b.group_switches(),
+        switches,
+        "a disabled open is not disabled again"
+    );
+    ioctl(&d, f, &c, n::PCNTRENABLE, 0).unwrap();
+    assert_eq!(
+        b.group_switches(),
+        switches + 2,
+        "one enable per CPU's group"
+    );
+    ioctl(&d, f, &c, n::PCNTSETMUX, cycles_only(1)).unwrap();
+    ioctl(&d, f, &c, n::PCNTRENABLE, 0).unwrap();
+    assert_eq!(
+        b.group_switches(),
+        switches + 2,
+        "an enabled open is not enabled again"
+    );
+    b.advance(1, Target::AllTasks, HostEvent::CpuClock, 3 * 4096);
+    assert_eq!(getcnt(&d, f, &c)[0].pf_cntr0, 3, "and it counts");
+}
+
 /// Bad input gets an errno and nothing else: random commands and argument
 /// bytes on every model never panic, and the device stays usable.
 #[test]

@@ -217,24 +217,24 @@ impl PerfGroup {
 }
 
 impl CountingGroup for PerfGroup {
+    // Only the leader is switched: the members stay enabled and count
+    // exactly while it does (the kernel schedules a group only with its
+    // leader). PERF_IOC_FLAG_GROUP, which switches every member too, leaves
+    // the software members of a CPU-wide group counting nothing after their
+    // first disable and enable (Linux 6.18: context-switches, page-faults and
+    // task-clock stay at the counts of the first enabled stretch).
     fn enable(&mut self) -> Result<(), BackendError> {
-        // PERF_EVENT_IOC_ENABLE with PERF_IOC_FLAG_GROUP on the leader.
-        self.counters[0]
-            .enable_group()
-            .map_err(|e| BackendError::Io {
-                op: "enable",
-                errno: errno_of(&e),
-            })
+        self.counters[0].enable().map_err(|e| BackendError::Io {
+            op: "enable",
+            errno: errno_of(&e),
+        })
     }
 
     fn disable(&mut self) -> Result<(), BackendError> {
-        // PERF_EVENT_IOC_DISABLE with PERF_IOC_FLAG_GROUP on the leader.
-        self.counters[0]
-            .disable_group()
-            .map_err(|e| BackendError::Io {
-                op: "disable",
-                errno: errno_of(&e),
-            })
+        self.counters[0].disable().map_err(|e| BackendError::Io {
+            op: "disable",
+            errno: errno_of(&e),
+        })
     }
 
     fn read(&mut self) -> Result<GroupReading, BackendError> {

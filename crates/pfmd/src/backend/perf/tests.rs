@@ -140,11 +140,17 @@ fn cpu_wide_group_counts_only_while_enabled(mode: Option<ReadMode>) {
     std::thread::sleep(Duration::from_millis(10));
     assert_eq!(group.read().unwrap(), off, "{mode:?}: disabled group moved");
 
-    // Enabling again continues from the cumulative values.
+    // Enabling again continues from the cumulative values, the members'
+    // too (switched with PERF_IOC_FLAG_GROUP, the software members of a
+    // CPU-wide group stayed off after their first disable).
     group.enable().unwrap();
     std::thread::sleep(Duration::from_millis(5));
     let again = group.read().unwrap();
     assert!(again.values[0] > off.values[0], "{mode:?}: {again:?}");
+    assert!(
+        again.values[1] > off.values[1],
+        "{mode:?}: task-clock did not count after enabling again: {off:?} {again:?}"
+    );
     assert!(again.time_enabled > off.time_enabled, "{mode:?}: {again:?}");
 }
 
