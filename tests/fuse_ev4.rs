@@ -37,6 +37,8 @@ fn conformance_program_reports_zero_failed() {
         "getrsize_no_range_is_0",
         "getrsize_stride_4_is_range_over_4",
         "getrsize_stride_0_one_bucket",
+        "setuaddr_keeps_stride_0",
+        "setuaddr_keeps_stride_8",
         "getrsize_each_times_ncpus",
         "seturange_stride_3",
         "seturange_1tib_enomem",

@@ -1174,6 +1174,23 @@ rsize_rows(void)
 			expect_rsize(fd, 1024);
 	}
 
+	/* "To set the address range without changing the stride": 0 included. */
+	begin("setuaddr_keeps_stride_0");
+	if (!no_sampling() && (fd = profiled_open(PCNTOPENALL, PFM_PROFILING, 4096, 0)) >= 0) {
+		ar.start = (unsigned long)&text_anchor & ~15UL;
+		ar.end = ar.start + 8192;
+		if (STEP(fd, PCNTSETUADDR, &ar) == 0)
+			expect_rsize(fd, 4);
+	}
+
+	begin("setuaddr_keeps_stride_8");
+	if (!no_sampling() && (fd = profiled_open(PCNTOPENALL, PFM_PROFILING, 4096, 8)) >= 0) {
+		ar.start = (unsigned long)&text_anchor & ~15UL;
+		ar.end = ar.start + 8192;
+		if (STEP(fd, PCNTSETUADDR, &ar) == 0)
+			expect_rsize(fd, 1024);
+	}
+
 	begin("getrsize_each_times_ncpus");
 	if (!no_sampling() && (fd = profiled_open(PCNTOPENEACH, PFM_PROFILING, 4096, 4)) >= 0) {
 		memset(&pi, 0, sizeof pi);

@@ -108,9 +108,8 @@ impl Session<'_> {
             caller_ranges: Vec::new(),
         });
         drop(histograms);
-        if stride != 0 {
-            self.file.settings.stride = stride;
-        }
+        // The current stride, 0 included: `*ADDR` changes the range only.
+        self.file.settings.stride = stride;
         tracing::debug!(
             ?mode,
             start = format_args!("{start:#x}"),

@@ -161,9 +161,23 @@ fn profile_buckets_rsize_and_read_snapshots() {
         d.read(f, &c, 0, 64).unwrap(),
         ((3 * w) as u32).to_ne_bytes().to_vec()
     );
+    // PCNTSETUADDR sets the range without changing the stride: still one
+    // bucket; a stride set again by PCNTSETURANGE is kept the same way.
+    let rsize = |d: &Device| call(d, f, &c, n::PCNTGETRSIZE, &[]).unwrap().out;
+    let addr = |start: u64, end: u64| [long(start), long(end)].concat();
+    call(&d, f, &c, n::PCNTSETUADDR, &addr(0x1000, 0x2000)).unwrap();
+    assert_eq!(rsize(&d), 4u64.to_ne_bytes(), "stride 0 stays");
+    call(&d, f, &c, n::PCNTSETURANGE, &range(0x1000, 0x1100, 8)).unwrap();
+    call(&d, f, &c, n::PCNTSETUADDR, &addr(0x1000, 0x2000)).unwrap();
+    assert_eq!(
+        rsize(&d),
+        (0x1000u64 / 32 * 4).to_ne_bytes(),
+        "stride 8 stays"
+    );
+    call(&d, f, &c, n::PCNTSETURANGE, &range(0x1000, 0x1100, 0)).unwrap();
+    b.emit(Target::AllTasks, sample(0x10f0, true, 42, 1), 3);
     // Profiling deselected: PCNTGETRSIZE is 0 and read(2) returns nothing,
     // as that says; selected again, the range and its buckets are back.
-    let rsize = |d: &Device| call(d, f, &c, n::PCNTGETRSIZE, &[]).unwrap().out;
     call(&d, f, &c, n::PCNTSETITEMS, &long(abi::PFM_COUNTERS)).unwrap();
     assert_eq!(rsize(&d), 0u64.to_ne_bytes());
     assert_eq!(d.read(f, &c, 0, 64).unwrap(), Vec::<u8>::new());
