@@ -1132,6 +1132,21 @@ no_sampling(void)
 	return 1;
 }
 
+/* PCNTSETURANGE with `stride`, then PCNTSETUADDR over 8 KiB: `want` bytes. */
+static void
+expect_setuaddr_keeps(unsigned long stride, long want)
+{
+	struct addr_range ar;
+	int fd;
+
+	if (no_sampling() || (fd = profiled_open(PCNTOPENALL, PFM_PROFILING, 4096, stride)) < 0)
+		return;
+	ar.start = (unsigned long)&text_anchor & ~15UL;
+	ar.end = ar.start + 8192;
+	if (STEP(fd, PCNTSETUADDR, &ar) == 0)
+		expect_rsize(fd, want);
+}
+
 static void
 rsize_rows(void)
 {
@@ -1176,20 +1191,9 @@ rsize_rows(void)
 
 	/* "To set the address range without changing the stride": 0 included. */
 	begin("setuaddr_keeps_stride_0");
-	if (!no_sampling() && (fd = profiled_open(PCNTOPENALL, PFM_PROFILING, 4096, 0)) >= 0) {
-		ar.start = (unsigned long)&text_anchor & ~15UL;
-		ar.end = ar.start + 8192;
-		if (STEP(fd, PCNTSETUADDR, &ar) == 0)
-			expect_rsize(fd, 4);
-	}
-
+	expect_setuaddr_keeps(0, 4);
 	begin("setuaddr_keeps_stride_8");
-	if (!no_sampling() && (fd = profiled_open(PCNTOPENALL, PFM_PROFILING, 4096, 8)) >= 0) {
-		ar.start = (unsigned long)&text_anchor & ~15UL;
-		ar.end = ar.start + 8192;
-		if (STEP(fd, PCNTSETUADDR, &ar) == 0)
-			expect_rsize(fd, 1024);
-	}
+	expect_setuaddr_keeps(8, 1024);
 
 	begin("getrsize_each_times_ncpus");
 	if (!no_sampling() && (fd = profiled_open(PCNTOPENEACH, PFM_PROFILING, 4096, 4)) >= 0) {

@@ -57,23 +57,22 @@ pub const CHROOT_RECIPES: &[ChrootRecipe] = &[
             libc6-dev-arm64-cross,ca-certificates",
         accept_expired_release: false,
     },
-    ChrootRecipe {
-        suite: "forky",
-        extra_suites: &[],
-        packages: "rustc,cargo,libstd-rust-dev:arm64,gcc-aarch64-linux-gnu,\
-            libc6-dev-arm64-cross,ca-certificates",
-        accept_expired_release: true,
-    },
-    ChrootRecipe {
-        suite: "sid",
-        extra_suites: &[],
-        packages: "rustc,cargo,libstd-rust-dev:arm64,gcc-aarch64-linux-gnu,\
-            libc6-dev-arm64-cross,ca-certificates",
-        accept_expired_release: true,
-    },
+    ChrootRecipe::whole("forky"),
+    ChrootRecipe::whole("sid"),
 ];
 
 impl ChrootRecipe {
+    /// Everything from `suite` (testing or unstable).
+    const fn whole(suite: &'static str) -> ChrootRecipe {
+        ChrootRecipe {
+            suite,
+            extra_suites: &[],
+            packages: "rustc,cargo,libstd-rust-dev:arm64,gcc-aarch64-linux-gnu,\
+                libc6-dev-arm64-cross,ca-certificates",
+            accept_expired_release: true,
+        }
+    }
+
     /// What the `.ready` marker of a chroot made this way holds.
     pub fn identity(&self) -> String {
         format!("{} {}", self.suite, self.packages)
