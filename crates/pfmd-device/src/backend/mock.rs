@@ -137,6 +137,20 @@ impl MockBackend {
         }
     }
 
+    /// Tells every enabled sampler for `cpu` and `target` that the kernel
+    /// lost `records` of its samples (PERF_RECORD_LOST).
+    pub fn lose(&self, target: Target, cpu: u32, records: u64) {
+        let slots: Vec<MockSamplerSlot> = self.world.lock().unwrap().samplers.clone();
+        for slot in slots {
+            if slot.enabled.load(std::sync::atomic::Ordering::SeqCst)
+                && slot.spec.cpu == cpu
+                && slot.spec.target == target
+            {
+                slot.sink.lost(cpu, records);
+            }
+        }
+    }
+
     /// Every sampler spec opened so far.
     pub fn sampler_specs(&self) -> Vec<SamplerSpec> {
         self.world

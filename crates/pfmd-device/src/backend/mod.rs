@@ -135,8 +135,9 @@ pub struct Sample {
 /// [`SamplingStream::drain`]; must not block on anything slow.
 pub trait SampleSink: Send + Sync {
     fn sample(&self, sample: &Sample);
-    /// PERF_RECORD_LOST: `records` samples the kernel could not store.
-    fn lost(&self, records: u64);
+    /// PERF_RECORD_LOST: `records` samples on `cpu` the kernel could not
+    /// store.
+    fn lost(&self, cpu: u32, records: u64);
     /// PERF_RECORD_THROTTLE: the kernel slowed the event down.
     fn throttled(&self);
 }

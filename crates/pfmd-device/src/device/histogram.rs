@@ -68,6 +68,10 @@ pub struct Histograms {
     /// histogram was kept (LOGALL opens that count): what its total must
     /// reach (see [`Histograms::reconcile`]).
     counted: Vec<u64>,
+    /// Per slot, the interrupts of samples the kernel lost: counted, never
+    /// in the histogram (reported by `pi_lost_samples`), so no reconcile
+    /// books them as idle time.
+    lost: Vec<u64>,
     pub profile: Option<Profile>,
 }
 
@@ -78,6 +82,7 @@ impl Histograms {
             ipl_on: false,
             ipl: vec![[0; IPL_ENTRIES]; if per_cpu { slots } else { 1 }],
             counted: vec![0; if per_cpu { slots } else { 1 }],
+            lost: vec![0; if per_cpu { slots } else { 1 }],
             profile: None,
         }
     }
@@ -145,6 +150,15 @@ impl Histograms {
     pub fn clear_ipl(&mut self) {
         self.ipl.iter_mut().for_each(|h| *h = [0; IPL_ENTRIES]);
         self.counted.iter_mut().for_each(|c| *c = 0);
+        self.lost.iter_mut().for_each(|c| *c = 0);
+    }
+
+    /// `interrupts` on `cpu` whose samples the kernel lost.
+    pub fn record_lost(&mut self, cpu: u32, interrupts: u64) {
+        if self.ipl_on {
+            let slot = self.slot(cpu);
+            self.lost[slot] += interrupts;
+        }
     }
 
     /// `interrupts` more counted on `cpu` by the open's counting groups,
@@ -158,8 +172,8 @@ impl Histograms {
 
     /// Brings each slot's IPL total up to what was counted, less
     /// `allowance(slot)` (the interrupts its samplers may have counted and
-    /// not yet sampled: one sample's worth per sampler), charging the rest
-    /// to IPL 0 and idle. What no sample will ever report is a stretch the
+    /// not yet sampled: one sample's worth per sampler) and less the
+    /// interrupts of lost samples, charging the rest to IPL 0 and idle. What no sample will ever report is a stretch the
     /// kernel throttled a CPU-wide sampler through: on an idle CPU whose
     /// tick stopped, until it wakes, and the cpu-clock sampler restarts its
     /// count when the throttle lifts, so no later sample carries the gap.
@@ -170,9 +184,10 @@ impl Histograms {
         if !self.ipl_on {
             return;
         }
-        for (slot, (ipl, counted)) in self.ipl.iter_mut().zip(&self.counted).enumerate() {
+        let slots = self.ipl.iter_mut().zip(&self.counted).zip(&self.lost);
+        for (slot, ((ipl, counted), lost)) in slots.enumerate() {
             let total: u64 = ipl.iter().sum::<u64>() - ipl[IPL_IDLE];
-            let missing = counted.saturating_sub(total + allowance(slot));
+            let missing = counted.saturating_sub(total + lost + allowance(slot));
             ipl[IPL_ZERO] += missing;
             ipl[IPL_IDLE] += missing;
         }
@@ -324,6 +339,9 @@ pub struct TickSink {
     credited: Mutex<HashMap<(u32, u32), u64>>,
     /// The event counts user mode only: see [`TickSink::user_only`].
     user_only: bool,
+    /// CPUs whose ring lost samples since their last sample: the count that
+    /// sample carries includes the lost ones, which are no idle gap.
+    after_loss: Mutex<std::collections::HashSet<u32>>,
 }
 
 impl TickSink {
@@ -340,6 +358,7 @@ impl TickSink {
             cpu_wide,
             credited: Mutex::default(),
             user_only: false,
+            after_loss: Mutex::default(),
         }
     }
 
@@ -384,7 +403,18 @@ impl SampleSink for TickSink {
             sample
         };
         let ticks = self.ticks(sample);
+        let after_loss = self
+            .after_loss
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&sample.cpu);
         let mut histograms = self.shared.lock();
+        if after_loss {
+            // The rest of its count was in the lost samples, already booked
+            // as lost: this sample is one sample's worth.
+            histograms.record(sample, ticks.min(self.weight));
+            return;
+        }
         // The kernel throttles a CPU-wide sampler on an idle CPU whose tick
         // is stopped, until the CPU wakes: the first sample after that ends
         // a gap of idle time. The gap goes to IPL0/idle, not to the task the
@@ -396,14 +426,23 @@ impl SampleSink for TickSink {
             histograms.record(sample, ticks);
         }
     }
-    fn lost(&self, records: u64) {
-        // Counted in PCNTGETINFO; logged once a daemon's life, as any open
-        // can make it happen at will.
+    fn lost(&self, cpu: u32, records: u64) {
+        // Counted in PCNTGETINFO, left out of the histograms (neither the
+        // next sample nor the IPL reconcile may book them, as idle or
+        // otherwise); logged once a daemon's life, as any open can make it
+        // happen at will.
         let total = self.shared.lost.fetch_add(records, Ordering::Relaxed) + records;
+        self.after_loss
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(cpu);
+        self.shared
+            .lock()
+            .record_lost(cpu, records.saturating_mul(self.weight));
         tracing::debug!(records, total, "perf lost samples (PERF_RECORD_LOST)");
         crate::logging::once(
             "perf-lost",
-            "perf lost samples (PERF_RECORD_LOST): histograms miss them; PCNTGETINFO counts them per open",
+            "perf lost samples (PERF_RECORD_LOST): the histograms leave them out; PCNTGETINFO counts them per open",
         );
     }
     fn throttled(&self) {

@@ -390,3 +390,55 @@ fn ipl_totals_reach_the_counted_interrupts_of_a_throttled_idle_cpu() {
     let cleared = ipls(&d, f, &c)[0];
     assert_eq!((cleared[0], cleared[7]), (3 * w, 3 * w));
 }
+
+/// Samples the kernel lost (PERF_RECORD_LOST) on a busy CPU are counted in
+/// `pi_lost_samples` and left out of the IPL histogram: neither the next
+/// sample, whose count includes them, nor the reconcile with the counted
+/// interrupts books them as idle time.
+#[test]
+fn lost_samples_are_not_booked_as_idle() {
+    let b = MockBackend::with_events(&[HostEvent::CpuClock]);
+    let d = device(&b);
+    let c = caller(0);
+    let (f, w) = sampling(&d, &c, PCNTOPENALL, abi::PFM_COUNTERS | abi::PFM_IPL);
+    let host_period = b.sampler_specs()[0].period;
+    let ns_per_interrupt = 4096;
+    // CPU 0 busy in user mode for 100 samples' worth: 10 sampled, 89 lost,
+    // then one whose count carries all of them.
+    b.advance(
+        0,
+        Target::AllTasks,
+        HostEvent::CpuClock,
+        100 * w * ns_per_interrupt,
+    );
+    for k in 1..=10 {
+        let counted = Sample {
+            count: Some(k * host_period),
+            ..sample(0x1000, true, 42, 0)
+        };
+        b.emit(Target::AllTasks, counted, 1);
+    }
+    b.lose(Target::AllTasks, 0, 89);
+    let after = Sample {
+        count: Some(100 * host_period),
+        ..sample(0x1000, true, 42, 0)
+    };
+    b.emit(Target::AllTasks, after, 1);
+    let h = ipls(&d, f, &c)[0];
+    assert_eq!(h[8], 11 * w, "user ticks are the samples' own");
+    assert_eq!((h[0], h[7]), (0, 0), "no lost sample is idle time: {h:?}");
+    let info =
+        PfmInfo::read_from_bytes(&call(&d, f, &c, n::PCNTGETINFO, &[]).unwrap().out).unwrap();
+    assert_eq!(info.pi_lost_samples, 89);
+    // A gap without a loss is still idle time (a throttled idle CPU).
+    let gap = Sample {
+        count: Some(150 * host_period),
+        ..sample(0x1000, true, 42, 0)
+    };
+    b.emit(Target::AllTasks, gap, 1);
+    assert_eq!(
+        ipls(&d, f, &c)[0][7],
+        49 * w,
+        "the gap after no loss is idle"
+    );
+}

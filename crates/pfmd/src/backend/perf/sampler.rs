@@ -242,7 +242,7 @@ fn drain(entry: &Entry) {
         let misc = record.misc();
         match record.parse_record() {
             Ok(Record::Sample(s)) => deliver(entry, &s, misc),
-            Ok(Record::Lost(lost)) => entry.sink.lost(lost.lost),
+            Ok(Record::Lost(lost)) => entry.sink.lost(entry.cpu, lost.lost),
             Ok(Record::Throttle(_)) => entry.sink.throttled(),
             Ok(_) => {}
             Err(e) => {

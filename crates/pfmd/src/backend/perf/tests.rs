@@ -586,7 +586,7 @@ fn hardware_sampler_delivers_overflow_samples() {
         fn sample(&self, sample: &Sample) {
             let _ = self.0.send(*sample);
         }
-        fn lost(&self, _: u64) {}
+        fn lost(&self, _: u32, _: u64) {}
         fn throttled(&self) {}
     }
     let backend = PerfBackend::probe();
