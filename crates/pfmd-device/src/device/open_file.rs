@@ -313,6 +313,31 @@ impl OpenFile {
         }
     }
 
+    /// Each counter's period, where it counts.
+    pub fn periods(&self) -> [Option<u64>; MAX_COUNTERS] {
+        std::array::from_fn(|i| self.settings.counters[i].as_ref().map(|s| s.period))
+    }
+
+    /// After a settings change: a counter whose period changed keeps only
+    /// the low part of its raw events below the new period, as the chip's
+    /// counter register keeps its low bits when its width changes. The
+    /// events counted below the old period (or of another event) raise no
+    /// interrupt the new setting did not count: interrupts come only while
+    /// enabled.
+    pub fn narrow_residuals(&mut self, before: [Option<u64>; MAX_COUNTERS]) {
+        let after = self.periods();
+        for (i, (old, new)) in before.into_iter().zip(after).enumerate() {
+            let Some(period) = new.filter(|&p| Some(p) != old) else {
+                continue;
+            };
+            for &cpu in &self.opener.cpus {
+                if let Some(tally) = self.tallies.get_mut(cpu as usize) {
+                    tally.counters[i].residual %= period.max(1);
+                }
+            }
+        }
+    }
+
     /// Delivers every sample taken so far into the histograms.
     pub fn drain_samples(&mut self) {
         for sampler in &mut self.host.samplers {

@@ -90,11 +90,13 @@ impl Session<'_> {
         let built = file.counting();
         let plan = file.host_plan();
         let was_enabled = file.settings.enabled;
+        let periods = file.periods();
         if built {
             // Every event counted so far is in the tallies when `change` runs.
             file.fold(khz, &self.device.readers)?;
         }
         change(file);
+        file.narrow_residuals(periods);
         if built && file.host_plan() == plan {
             // The same host events: keep them, and the threads and processes
             // they already follow (the PME bit), and only switch them, when

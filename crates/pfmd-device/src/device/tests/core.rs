@@ -493,6 +493,33 @@ fn a_repeated_setting_switches_no_host_event() {
     assert_eq!(getcnt(&d, f, &c)[0].pf_cntr0, 3, "and it counts");
 }
 
+/// A period made shorter while disabled raises no interrupt from the events
+/// counted below the old one: they are kept modulo the new period, as the
+/// chip's counter keeps its low bits, and interrupts come only while
+/// enabled.
+#[test]
+fn a_shorter_period_raises_no_interrupt_from_old_events() {
+    let b = MockBackend::with_events(&[HostEvent::CpuClock]);
+    let d = device_with(&b, 2);
+    let c = root(10);
+    let f = counting_open(&d, &c, PCNTOPENALL);
+    ioctl(&d, f, &c, n::PCNTSETMUX, cycles_only(0)).unwrap();
+    ioctl(&d, f, &c, n::PCNTRENABLE, 0).unwrap();
+    b.advance(0, Target::AllTasks, HostEvent::CpuClock, 40_000);
+    ioctl(&d, f, &c, n::PCNTRDISABLE, 0).unwrap();
+    assert_eq!(
+        getcnt(&d, f, &c)[0].pf_cntr0,
+        0,
+        "under one period of 65536"
+    );
+    ioctl(&d, f, &c, n::PCNTSETMUX, cycles_only(1)).unwrap();
+    assert_eq!(getcnt(&d, f, &c)[0].pf_cntr0, 0, "nothing counted since");
+    ioctl(&d, f, &c, n::PCNTRENABLE, 0).unwrap();
+    // 40 000 mod 4096 = 3136 kept: one interrupt 960 events on.
+    b.advance(0, Target::AllTasks, HostEvent::CpuClock, 960);
+    assert_eq!(getcnt(&d, f, &c)[0].pf_cntr0, 1);
+}
+
 /// Bad input gets an errno and nothing else: random commands and argument
 /// bytes on every model never panic, and the device stays usable.
 #[test]
