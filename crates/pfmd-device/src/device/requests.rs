@@ -5,6 +5,7 @@ use super::histogram::ProfileMode;
 use super::open_file::Scope;
 use super::session::Session;
 use super::{DeviceError, IoctlReply, now_cycles};
+use crate::backend::ModeFilter;
 use pfm_abi::{Items, PfIpls, PfmInfo, Request, structs as abi};
 use pfm_model::ev6::profile_me;
 use zerocopy::IntoBytes;
@@ -203,7 +204,7 @@ impl Session<'_> {
                 abi::PFM_INFO_LOGSELECT,
             )
             | flag(file.settings.enabled, abi::PFM_INFO_ENABLED)
-            | flag(!file.modes().kernel, abi::PFM_INFO_USER_ONLY)
+            | flag(file.modes() == ModeFilter::USER, abi::PFM_INFO_USER_ONLY)
             // What the channel the request came through says of itself.
             | self.caller.channel_flags();
         for (i, width) in widths.iter().enumerate() {

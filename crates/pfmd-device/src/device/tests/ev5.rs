@@ -12,7 +12,10 @@ use pfm_abi::{
     self as abi, PCNTOPENALL, PCNTOPENEACH, PCNTOPENONE, PMCTRS_ALL_CPUS, PfCntrsEv5, PfmInfo,
     PmctrsEv5,
 };
-use pfm_model::ev5::{PF5_CTXT_EXEC_AND_SUPER, PF5_CTXT_KERNEL, PF5_CTXT_THIS_PROC, PF5_CTXT_USER};
+use pfm_model::ev5::{
+    PF5_CTXT_EXEC_AND_SUPER, PF5_CTXT_KERNEL, PF5_CTXT_NO_KERNEL, PF5_CTXT_NO_USER,
+    PF5_CTXT_THIS_PROC, PF5_CTXT_USER,
+};
 use pfm_model::{HostEvent, Implementation};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -347,6 +350,19 @@ fn contexts_select_threads_and_modes() {
             kernel: true,
             hypervisor: false
         }));
+    // PFM_INFO_USER_ONLY says only user mode is counted: not for PAL mode
+    // alone, which counts no user mode.
+    let user_only = |contexts| {
+        ioctl(&d, f, &c, n::PCNT5CTXTS, contexts).unwrap();
+        let out = ioctl(&d, f, &c, n::PCNTGETINFO, 0).unwrap().out;
+        PfmInfo::read_from_bytes(&out).unwrap().pi_flags & abi::PFM_INFO_USER_ONLY != 0
+    };
+    assert!(user_only(PF5_CTXT_USER));
+    assert!(!user_only(PF5_CTXT_KERNEL));
+    assert!(
+        !user_only(PF5_CTXT_NO_USER | PF5_CTXT_NO_KERNEL),
+        "PAL mode only"
+    );
 }
 
 #[test]
