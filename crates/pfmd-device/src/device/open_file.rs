@@ -186,7 +186,8 @@ pub struct OpenFile {
 /// See [`OpenFile::host_plan`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HostPlan {
-    counters: Vec<Option<(Vec<pfm_model::Term>, u64)>>,
+    /// Per counter: its host terms, and its period where it is sampled.
+    counters: Vec<Option<(Vec<pfm_model::Term>, Option<u64>)>>,
     items: Items,
     scope: Scope,
     pme: Vec<i32>,
@@ -353,12 +354,18 @@ impl OpenFile {
     /// same, a settings change keeps the events (and every thread they
     /// already follow) and only switches them on or off.
     pub fn host_plan(&self) -> HostPlan {
+        // A period matters to the host only where it sets a sampler's;
+        // counting groups count events, whatever the period.
+        let sampling = self.sampling_wanted();
         HostPlan {
             counters: self
                 .settings
                 .counters
                 .iter()
-                .map(|c| c.as_ref().map(|s| (s.resolved.terms.clone(), s.period)))
+                .map(|c| {
+                    c.as_ref()
+                        .map(|s| (s.resolved.terms.clone(), sampling.then_some(s.period)))
+                })
                 .collect(),
             items: self.settings.items,
             scope: self.settings.scope,

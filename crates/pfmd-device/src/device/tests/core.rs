@@ -452,8 +452,15 @@ fn disable_and_enable_keep_the_host_events_open() {
         5,
         "nothing counted while disabled"
     );
-    // A new event does need new host events.
+    // A new period of a counter that is not sampled keeps them too: the
+    // threads the PME bit follows stay followed, and count at the new
+    // period (65536 more events, one interrupt).
     ioctl(&d, f, &c, n::PCNTSETMUX, Iccsr::new(0xa, 0, 0, 0, 2).0).unwrap();
+    assert_eq!(b.opened().len(), opened, "a new period reopens nothing");
+    b.advance(0, Target::Thread(10), HostEvent::CpuClock, 16 * 4096);
+    assert_eq!(getcnt(&d, f, &c)[0].pf_cntr0, 5 + 1);
+    // New items (sampling) do need new host events.
+    ioctl(&d, f, &c, n::PCNTSETITEMS, abi::PFM_COUNTERS | abi::PFM_IPL).unwrap();
     assert!(b.opened().len() > opened);
 }
 
