@@ -124,30 +124,31 @@ impl MockBackend {
     /// Delivers `sample` to every enabled (hence open) sampler for its CPU
     /// and `target`, as many times as `ticks`.
     pub fn emit(&self, target: Target, sample: Sample, ticks: u64) {
-        let slots: Vec<MockSamplerSlot> = self.world.lock().unwrap().samplers.clone();
-        for slot in slots {
-            if slot.enabled.load(std::sync::atomic::Ordering::SeqCst)
-                && slot.spec.cpu == sample.cpu
-                && slot.spec.target == target
-            {
-                for _ in 0..ticks {
-                    slot.sink.sample(&sample);
-                }
+        for slot in self.enabled_samplers(target, sample.cpu) {
+            for _ in 0..ticks {
+                slot.sink.sample(&sample);
             }
         }
+    }
+
+    /// The enabled (hence open) samplers for `cpu` and `target`.
+    fn enabled_samplers(&self, target: Target, cpu: u32) -> Vec<MockSamplerSlot> {
+        let slots = self.world.lock().unwrap().samplers.clone();
+        slots
+            .into_iter()
+            .filter(|slot| {
+                slot.enabled.load(std::sync::atomic::Ordering::SeqCst)
+                    && slot.spec.cpu == cpu
+                    && slot.spec.target == target
+            })
+            .collect()
     }
 
     /// Tells every enabled sampler for `cpu` and `target` that the kernel
     /// lost `records` of its samples (PERF_RECORD_LOST).
     pub fn lose(&self, target: Target, cpu: u32, records: u64) {
-        let slots: Vec<MockSamplerSlot> = self.world.lock().unwrap().samplers.clone();
-        for slot in slots {
-            if slot.enabled.load(std::sync::atomic::Ordering::SeqCst)
-                && slot.spec.cpu == cpu
-                && slot.spec.target == target
-            {
-                slot.sink.lost(cpu, records);
-            }
+        for slot in self.enabled_samplers(target, cpu) {
+            slot.sink.lost(cpu, records);
         }
     }
 
