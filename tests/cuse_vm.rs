@@ -925,15 +925,28 @@ fn errno_contract_and_each_arrays_on_eight_vcpus() {
         })
         .collect();
     assert_eq!(ticks.len(), 8, "{ipl:?}\n{log}");
+    // Samples the host lost (a debug pfmd under TCG drains slower than
+    // eight CPUs sample) are in no histogram: counted for the whole open.
+    let lost = common::value(&ipl.out, "lost_interrupts").expect("ev4count prints lost_interrupts");
     for ((cpu, interrupts), (_, total)) in counted.iter().zip(&ticks) {
         // Short by at most one sample per counter (its weight: a few dozen
-        // interrupts here), never over.
+        // interrupts here) and what was lost, never over.
         assert!(
             *total <= *interrupts + *interrupts / 1000
-                && *total as f64 >= 0.99 * *interrupts as f64,
-            "cpu {cpu}: {total} IPL ticks for {interrupts} interrupts: {ipl:?}\n{log}"
+                && (*total + lost) as f64 >= 0.99 * *interrupts as f64,
+            "cpu {cpu}: {total} IPL ticks for {interrupts} interrupts, {lost} lost: {ipl:?}\n{log}"
         );
     }
+    let shortfall: u64 = counted
+        .iter()
+        .zip(&ticks)
+        .map(|((_, interrupts), (_, total))| interrupts.saturating_sub(*total))
+        .sum();
+    let all: u64 = counted.iter().map(|(_, n)| n).sum();
+    assert!(
+        shortfall <= lost + all / 100,
+        "{shortfall} interrupts missing from the histograms, {lost} lost: {ipl:?}\n{log}"
+    );
     let hole = per_cpu(&step("each_hole"));
     assert_eq!(
         hole.len(),

@@ -35,6 +35,11 @@
  *
  *	ipl cpu=K ipl0=N ipl1=N ... ipl5=N idle=N user=N total=N
  *
+ * then the samples the host lost (PCNTGETINFO's pi_lost_samples, for the
+ * whole open) and the interrupts they stood for, which no histogram holds:
+ *
+ *	lost_samples=N lost_interrupts=N
+ *
  * The counts are the driver's interrupt counts (events / period), as pfm(7)
  * says.  The device is $PFM_DEVICE if set, else /dev/pfcntr.
  *
@@ -462,6 +467,10 @@ main(int argc, char **argv)
 			    ipls[i].ipl[8], total);
 		}
 		free(ipls);
+		IOCTL(PCNTGETINFO, &info);
+		printf("lost_samples=%lu lost_interrupts=%lu\n", info.pi_lost_samples,
+		    info.pi_period[0] ? info.pi_lost_samples *
+		    (info.pi_sample_period[0] / info.pi_period[0]) : 0);
 	}
 
 	close(fd);
