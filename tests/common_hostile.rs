@@ -297,6 +297,46 @@ pub fn assert_peek_sees_nothing_of_root(peek: &str) {
     assert_eq!(v["items"], 1, "items after open are PFM_COUNTERS:\n{peek}");
 }
 
+/// The `flood` client's summary: at least 1000 rounds, every bad ioctl of
+/// each refused, nothing unexpected.
+pub fn assert_flood_refused(out: &str) {
+    let v = values(out);
+    assert!(v["rounds"] >= 1000, "{out}");
+    assert_eq!(
+        v["refused"],
+        3 * v["rounds"],
+        "every bad ioctl is refused:\n{out}"
+    );
+    assert_eq!(v["unexpected"], 0, "{out}");
+}
+
+/// What the `pme 6` client's rows must say under `--max-pme-threads 4`: four
+/// PME threads, the fifth and sixth refused, the open still usable.
+pub const PME_PAST_BUDGET_ROWS: &[(&str, &str)] = &[
+    ("thread1", "0"),
+    ("thread2", "0"),
+    ("thread3", "0"),
+    ("thread4", "0"),
+    ("thread5", "ENOSPC"),
+    ("thread6", "ENOSPC"),
+    ("renable", "0"),
+    ("rdisable", "0"),
+];
+
+/// What the `pme 8 exit` client's rows must say under `--max-pme-threads 4`:
+/// threads that exit give their place back, so all eight get one.
+pub const PME_EXIT_ROWS: &[(&str, &str)] = &[
+    ("thread1", "0"),
+    ("thread2", "0"),
+    ("thread3", "0"),
+    ("thread4", "0"),
+    ("thread5", "0"),
+    ("thread6", "0"),
+    ("thread7", "0"),
+    ("thread8", "0"),
+    ("renable", "0"),
+];
+
 /// What the `wedge` client's rows must say, either variant, root or nobody:
 /// every call of the open answered after its PME child died.
 pub const WEDGE_ROWS: &[(&str, &str)] = &[

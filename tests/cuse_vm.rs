@@ -35,8 +35,9 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use common_hostile::{
-    WEDGE_ROWS, assert_peek_sees_nothing_of_root, assert_pidns_phases, assert_rows, rows,
-    userns_rows_of_root, userns_rows_refused, values,
+    PME_EXIT_ROWS, PME_PAST_BUDGET_ROWS, WEDGE_ROWS, assert_flood_refused,
+    assert_peek_sees_nothing_of_root, assert_pidns_phases, assert_rows, rows, userns_rows_of_root,
+    userns_rows_refused, values,
 };
 use xtask::ci::skip_or_fail;
 use xtask::guest::{Step, Steps};
@@ -1615,23 +1616,8 @@ fn hostile_suite_over_cuse_in_a_vm() {
     assert_eq!(run.step("stop_stuck").rc, 0, "{}", ctx("stop_stuck"));
 
     // pme_threads_past_the_budget_get_enospc.
-    rows_of(
-        "pme_six",
-        &[
-            ("thread1", "0"),
-            ("thread2", "0"),
-            ("thread3", "0"),
-            ("thread4", "0"),
-            ("thread5", "ENOSPC"),
-            ("thread6", "ENOSPC"),
-            ("renable", "0"),
-            ("rdisable", "0"),
-        ],
-    );
-    let want: Vec<(String, &str)> = (1..=8).map(|i| (format!("thread{i}"), "0")).collect();
-    let mut want: Vec<(&str, &str)> = want.iter().map(|(n, e)| (n.as_str(), *e)).collect();
-    want.push(("renable", "0"));
-    rows_of("pme_exit", &want);
+    rows_of("pme_six", PME_PAST_BUDGET_ROWS);
+    rows_of("pme_exit", PME_EXIT_ROWS);
 
     // profile_memory_per_user_is_enforced.
     rows_of("prof_first", &[("open", "0"), ("range_12582912", "0")]);
@@ -1648,15 +1634,7 @@ fn hostile_suite_over_cuse_in_a_vm() {
     assert_eq!(run.step("stop_b").rc, 0, "{}", ctx("stop_b"));
 
     // a_refusal_flood_grows_the_log_by_a_few_lines.
-    let flood = ok("flood");
-    let v = values(&flood);
-    assert!(v["rounds"] >= 1000, "{flood}");
-    assert_eq!(
-        v["refused"],
-        3 * v["rounds"],
-        "every bad ioctl is refused:\n{flood}"
-    );
-    assert_eq!(v["unexpected"], 0, "{flood}");
+    assert_flood_refused(&ok("flood"));
     rows_of("flood_root", &[("getcnt", "0")]);
     let lines = |name: &str| -> usize {
         ok(name)
