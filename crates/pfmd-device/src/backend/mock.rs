@@ -163,12 +163,12 @@ impl MockBackend {
             .collect()
     }
 
-    /// Every group spec opened so far.
     /// How many enable and disable calls groups have had.
     pub fn group_switches(&self) -> u64 {
         self.world.lock().unwrap().switches
     }
 
+    /// Every group spec opened so far.
     pub fn opened(&self) -> Vec<GroupSpec> {
         self.world.lock().unwrap().opened.clone()
     }

@@ -77,12 +77,13 @@ pub struct Histograms {
 
 impl Histograms {
     pub fn new(per_cpu: bool, slots: usize) -> Self {
+        let slots = if per_cpu { slots } else { 1 };
         Histograms {
             per_cpu,
             ipl_on: false,
-            ipl: vec![[0; IPL_ENTRIES]; if per_cpu { slots } else { 1 }],
-            counted: vec![0; if per_cpu { slots } else { 1 }],
-            lost: vec![0; if per_cpu { slots } else { 1 }],
+            ipl: vec![[0; IPL_ENTRIES]; slots],
+            counted: vec![0; slots],
+            lost: vec![0; slots],
             profile: None,
         }
     }
@@ -173,10 +174,11 @@ impl Histograms {
     /// Brings each slot's IPL total up to what was counted, less
     /// `allowance(slot)` (the interrupts its samplers may have counted and
     /// not yet sampled: one sample's worth per sampler) and less the
-    /// interrupts of lost samples, charging the rest to IPL 0 and idle. What no sample will ever report is a stretch the
-    /// kernel throttled a CPU-wide sampler through: on an idle CPU whose
-    /// tick stopped, until it wakes, and the cpu-clock sampler restarts its
-    /// count when the throttle lifts, so no later sample carries the gap.
+    /// interrupts of lost samples, charging the rest to IPL 0 and idle.
+    /// What no sample will ever report is a stretch the kernel throttled a
+    /// CPU-wide sampler through: on an idle CPU whose tick stopped, until it
+    /// wakes, and the cpu-clock sampler restarts its count when the throttle
+    /// lifts, so no later sample carries the gap.
     /// The counting groups are never throttled and counted it. Charging
     /// only past the allowance keeps a later sample from charging any of
     /// it twice.
