@@ -80,6 +80,11 @@ impl ChrootRecipe {
 
     /// The sources list, one `deb` line per suite.
     fn sources(&self, mirror: &str, security: &str) -> Vec<String> {
+        let options = if self.accept_expired_release {
+            "[check-valid-until=no] "
+        } else {
+            ""
+        };
         std::iter::once(self.suite)
             .chain(self.extra_suites.iter().copied())
             .map(|suite| {
@@ -87,11 +92,6 @@ impl ChrootRecipe {
                     security
                 } else {
                     mirror
-                };
-                let options = if self.accept_expired_release {
-                    "[check-valid-until=no] "
-                } else {
-                    ""
                 };
                 format!("deb {options}{from} {suite} main")
             })
