@@ -17,6 +17,10 @@ use perf_event::data::Record;
 use perf_event::data::endian::Native;
 use perf_event::data::parse::{ParseConfig, Parser};
 use perf_event::{SampleFlag, Sampler, data};
+// The kernel UAPI's numbers, from the bindings perf-event2 is built on.
+use perf_event_open_sys::bindings::{
+    PERF_CONTEXT_MAX, PERF_RECORD_MISC_CPUMODE_MASK, PERF_RECORD_MISC_USER, PERF_RECORD_SAMPLE,
+};
 use std::collections::HashMap;
 use std::os::fd::{AsRawFd, BorrowedFd};
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -31,12 +35,6 @@ const FAILURE_WINDOW: Duration = Duration::from_secs(10);
 
 /// Ring buffer data bytes per sampler; the sampler thread wakes at half.
 pub const RING_BYTES: usize = 256 * 1024;
-const PERF_RECORD_MISC_CPUMODE_MASK: u16 = 7;
-const PERF_RECORD_MISC_USER: u16 = 2;
-/// `PERF_RECORD_SAMPLE`, the type of a sample record.
-const PERF_RECORD_SAMPLE: u32 = 9;
-/// Callchain entries at or above this are context markers, not addresses.
-const PERF_CONTEXT_MAX: u64 = (-4095i64) as u64;
 
 struct Entry {
     sampler: Mutex<Sampler>,
@@ -261,7 +259,7 @@ fn deliver(entry: &Entry, s: &data::Sample, misc: u16) {
         pid: s.pid().unwrap_or(u32::MAX),
         tid: s.tid().unwrap_or(0),
         cpu: s.cpu().unwrap_or(entry.cpu),
-        user: misc & PERF_RECORD_MISC_CPUMODE_MASK == PERF_RECORD_MISC_USER,
+        user: u32::from(misc) & PERF_RECORD_MISC_CPUMODE_MASK == PERF_RECORD_MISC_USER,
         caller: s.callchain().and_then(caller_of),
         count: s
             .values()
