@@ -1634,7 +1634,9 @@ fn hostile_suite_over_cuse_in_a_vm() {
     assert_eq!(run.step("stop_b").rc, 0, "{}", ctx("stop_b"));
 
     // a_refusal_flood_grows_the_log_by_a_few_lines.
-    assert_flood_refused(&ok("flood"));
+    let flood = ok("flood");
+    assert_flood_refused(&flood);
+    let v = values(&flood);
     rows_of("flood_root", &[("getcnt", "0")]);
     let lines = |name: &str| -> usize {
         ok(name)
