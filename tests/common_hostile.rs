@@ -310,6 +310,18 @@ pub fn assert_flood_refused(out: &str) {
     assert_eq!(v["unexpected"], 0, "{out}");
 }
 
+/// What the `pidns` client's rows must say, root or nobody, before
+/// [`assert_pidns_phases`] checks its counts.
+pub const PIDNS_ROWS: &[(&str, &str)] = &[
+    ("setitems", "0"),
+    ("select", "0"),
+    ("logselect", "0"),
+    ("renable1", "0"),
+    ("getcnt1", "0"),
+    ("renable2", "0"),
+    ("getcnt2", "0"),
+];
+
 /// What the `pme 6` client's rows must say under `--max-pme-threads 4`: four
 /// PME threads, the fifth and sixth refused, the open still usable.
 pub const PME_PAST_BUDGET_ROWS: &[(&str, &str)] = &[

@@ -35,7 +35,7 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use common_hostile::{
-    PME_EXIT_ROWS, PME_PAST_BUDGET_ROWS, WEDGE_ROWS, assert_flood_refused,
+    PIDNS_ROWS, PME_EXIT_ROWS, PME_PAST_BUDGET_ROWS, WEDGE_ROWS, assert_flood_refused,
     assert_peek_sees_nothing_of_root, assert_pidns_phases, assert_rows, rows, userns_rows_of_root,
     userns_rows_refused, values,
 };
@@ -1478,18 +1478,7 @@ fn hostile_suite_over_cuse_in_a_vm() {
     // pid_namespace_client_counts_its_own_threads.
     for who in ["root", "nobody"] {
         let name = format!("pidns_{who}");
-        let out = rows_of(
-            &name,
-            &[
-                ("setitems", "0"),
-                ("select", "0"),
-                ("logselect", "0"),
-                ("renable1", "0"),
-                ("getcnt1", "0"),
-                ("renable2", "0"),
-                ("getcnt2", "0"),
-            ],
-        );
+        let out = rows_of(&name, PIDNS_ROWS);
         assert!(
             out.contains("pid=1\n"),
             "{who}: not in a PID namespace:\n{out}"

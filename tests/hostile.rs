@@ -10,7 +10,7 @@ mod common_hostile;
 
 use common::{Channel, Daemon};
 use common_hostile::{
-    Need, PME_EXIT_ROWS, PME_PAST_BUDGET_ROWS, WEDGE_ROWS, alive, assert_flood_refused,
+    Need, PIDNS_ROWS, PME_EXIT_ROWS, PME_PAST_BUDGET_ROWS, WEDGE_ROWS, alive, assert_flood_refused,
     assert_peek_sees_nothing_of_root, assert_pidns_phases, assert_rows, bug_lines, client,
     client_as_nobody, log_tail, open_when_free, prerequisites, rows, rss_kib, run_ok, serial,
     userns_rows_of_root, userns_rows_refused, values,
@@ -140,19 +140,7 @@ fn pid_namespace_client_counts_its_own_threads(channel: Channel) {
             out.contains("pid=1\n"),
             "{who}: not in a PID namespace:\n{out}"
         );
-        assert_rows(
-            who,
-            &out,
-            &[
-                ("setitems", "0"),
-                ("select", "0"),
-                ("logselect", "0"),
-                ("renable1", "0"),
-                ("getcnt1", "0"),
-                ("renable2", "0"),
-                ("getcnt2", "0"),
-            ],
-        );
+        assert_rows(who, &out, PIDNS_ROWS);
         assert_pidns_phases(who, &out);
         println!("{who}: {}", out.lines().last().unwrap_or_default());
     }
