@@ -22,10 +22,18 @@ struct World {
     exited: HashSet<i32>,
     /// Opening a group panics (a bug in pfmd, for containment tests).
     panic_on_open: bool,
-    /// Enable and disable calls on groups, changing their state or not.
-    switches: u64,
+    /// Enable and disable calls on groups and samplers, in order, changing
+    /// their state or not.
+    switches: Vec<Switch>,
     /// Offline CPUs: a CPU-wide event there is `ENODEV`, as the kernel's.
     offline: HashSet<u32>,
+}
+
+/// One enable (`true`) or disable call on a host event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Switch {
+    Group(bool),
+    Sampler(bool),
 }
 
 #[derive(Clone)]
@@ -165,7 +173,18 @@ impl MockBackend {
 
     /// How many enable and disable calls groups have had.
     pub fn group_switches(&self) -> u64 {
-        self.world.lock().unwrap().switches
+        let world = self.world.lock().unwrap();
+        world
+            .switches
+            .iter()
+            .filter(|s| matches!(s, Switch::Group(_)))
+            .count() as u64
+    }
+
+    /// Every enable and disable call on groups and samplers so far, in
+    /// order.
+    pub fn switches(&self) -> Vec<Switch> {
+        self.world.lock().unwrap().switches.clone()
     }
 
     /// Every group spec opened so far.
@@ -208,7 +227,12 @@ struct MockGroup {
 
 impl CountingGroup for MockGroup {
     fn enable(&mut self) -> Result<(), BackendError> {
-        self.backend.world.lock().unwrap().switches += 1;
+        self.backend
+            .world
+            .lock()
+            .unwrap()
+            .switches
+            .push(Switch::Group(true));
         if let Some(at) = self.disabled_at.take() {
             let now = self.backend.totals(&self.spec);
             for ((h, n), a) in self.hidden.iter_mut().zip(now).zip(at) {
@@ -219,7 +243,12 @@ impl CountingGroup for MockGroup {
     }
 
     fn disable(&mut self) -> Result<(), BackendError> {
-        self.backend.world.lock().unwrap().switches += 1;
+        self.backend
+            .world
+            .lock()
+            .unwrap()
+            .switches
+            .push(Switch::Group(false));
         if self.disabled_at.is_none() {
             self.disabled_at = Some(self.backend.totals(&self.spec));
         }
@@ -290,7 +319,10 @@ impl Backend for MockBackend {
             sink,
             enabled: enabled.clone(),
         });
-        Ok(Box::new(MockSampler { enabled }))
+        Ok(Box::new(MockSampler {
+            enabled,
+            backend: self.clone(),
+        }))
     }
 
     fn max_sample_rate(&self) -> u64 {
@@ -304,6 +336,7 @@ impl Backend for MockBackend {
 
 struct MockSampler {
     enabled: Arc<std::sync::atomic::AtomicBool>,
+    backend: MockBackend,
 }
 
 impl Drop for MockSampler {
@@ -316,11 +349,23 @@ impl Drop for MockSampler {
 
 impl SamplingStream for MockSampler {
     fn enable(&mut self) -> Result<(), BackendError> {
+        self.backend
+            .world
+            .lock()
+            .unwrap()
+            .switches
+            .push(Switch::Sampler(true));
         self.enabled
             .store(true, std::sync::atomic::Ordering::SeqCst);
         Ok(())
     }
     fn disable(&mut self) -> Result<(), BackendError> {
+        self.backend
+            .world
+            .lock()
+            .unwrap()
+            .switches
+            .push(Switch::Sampler(false));
         self.enabled
             .store(false, std::sync::atomic::Ordering::SeqCst);
         Ok(())

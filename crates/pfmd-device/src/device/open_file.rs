@@ -544,6 +544,21 @@ impl OpenFile {
 
     /// Switches every host event of this open on or off, keeping them open.
     pub fn set_running(&mut self, on: bool) -> Result<(), DeviceError> {
+        // The samplers run inside the counting groups' window (on after
+        // them, off before them), so no sample is taken while its CPU's
+        // interrupts are not counted: the IPL histogram never holds more
+        // ticks than the counters counted interrupts (the reconcile books
+        // the difference, docs/device.md §6).
+        if on {
+            self.switch_groups(true)?;
+            self.switch_samplers(true)
+        } else {
+            self.switch_samplers(false)?;
+            self.switch_groups(false)
+        }
+    }
+
+    fn switch_groups(&mut self, on: bool) -> Result<(), DeviceError> {
         for live in &mut self.host.groups {
             if on {
                 live.group.enable()
@@ -552,6 +567,10 @@ impl OpenFile {
             }
             .map_err(host_error)?;
         }
+        Ok(())
+    }
+
+    fn switch_samplers(&mut self, on: bool) -> Result<(), DeviceError> {
         for sampler in &mut self.host.samplers {
             if on {
                 sampler.enable()

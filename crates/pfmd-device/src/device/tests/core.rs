@@ -500,6 +500,41 @@ fn a_repeated_setting_switches_no_host_event() {
     assert_eq!(getcnt(&d, f, &c)[0].pf_cntr0, 3, "and it counts");
 }
 
+/// The samplers run inside the counting groups' window: switched on after
+/// every group, off before any, so the IPL histogram never gets a tick for a
+/// stretch the counters did not count.
+#[test]
+fn samplers_run_inside_the_counting_window() {
+    use crate::backend::mock::Switch;
+    let b = MockBackend::with_events(&[HostEvent::CpuClock]);
+    let d = device_with(&b, 2);
+    let c = root(10);
+    let f = d.open(&c, PCNTOPENEACH).unwrap();
+    ioctl(&d, f, &c, n::PCNTSETITEMS, abi::PFM_COUNTERS | abi::PFM_IPL).unwrap();
+    ioctl(&d, f, &c, n::PCNTSETMUX, cycles_only(1)).unwrap();
+    ioctl(&d, f, &c, n::PCNTLOGALL, 0).unwrap();
+    let before = b.switches().len();
+    ioctl(&d, f, &c, n::PCNTRENABLE, 0).unwrap();
+    ioctl(&d, f, &c, n::PCNTRDISABLE, 0).unwrap();
+    let switches = b.switches()[before..].to_vec();
+    let (on, off) = switches.split_at(switches.len() / 2);
+    let expected = |on: bool, first: fn(bool) -> Switch, then: fn(bool) -> Switch| {
+        let mut v = vec![first(on); 2];
+        v.extend([then(on); 2]);
+        v
+    };
+    assert_eq!(
+        on,
+        expected(true, Switch::Group, Switch::Sampler),
+        "{switches:?}"
+    );
+    assert_eq!(
+        off,
+        expected(false, Switch::Sampler, Switch::Group),
+        "{switches:?}"
+    );
+}
+
 /// A period made shorter while disabled raises no interrupt from the events
 /// counted below the old one: they are kept modulo the new period, as the
 /// chip's counter keeps its low bits, and interrupts come only while

@@ -22,7 +22,7 @@ use perf_event_open_sys::bindings::{
     PERF_CONTEXT_MAX, PERF_RECORD_MISC_CPUMODE_MASK, PERF_RECORD_MISC_USER, PERF_RECORD_SAMPLE,
 };
 use std::collections::HashMap;
-use std::os::fd::{AsRawFd, BorrowedFd};
+use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -43,6 +43,10 @@ struct Entry {
     chainless: Option<ParseConfig<Native>>,
     sink: Arc<dyn SampleSink>,
     cpu: u32,
+    /// The sampler's perf fd, for switching it on and off without the ring
+    /// lock (see [`PerfSampler::switch`]). Open while the entry lives: the
+    /// entry owns the sampler.
+    fd: RawFd,
 }
 
 /// The epoll set and the thread that serves it.
@@ -206,7 +210,9 @@ impl Hub {
             attr.sample_type &= !SampleFlag::CALLCHAIN.bits();
             ParseConfig::from(attr)
         });
+        let raw_fd = sampler.as_raw_fd();
         let entry = Arc::new(Entry {
+            fd: raw_fd,
             sampler: Mutex::new(sampler),
             chainless,
             sink,
@@ -311,25 +317,36 @@ pub struct PerfSampler {
 }
 
 impl PerfSampler {
-    fn counter_op(
-        &self,
-        op: &'static str,
-        f: impl FnOnce(&mut Sampler) -> std::io::Result<()>,
-    ) -> Result<(), BackendError> {
-        let mut sampler = self.entry.sampler.lock().unwrap_or_else(|e| e.into_inner());
-        f(&mut sampler).map_err(|e| BackendError::Io {
-            op,
-            errno: errno_of(&e),
-        })
+    /// Switches the sampler on or off. Not under the ring lock: the sampler
+    /// thread holds that while it parses a full ring, and a switch that
+    /// waited for it would leave this sampler running (and sampling the
+    /// parse itself) after the counting groups beside it stopped.
+    fn switch(&self, op: &'static str, on: bool) -> Result<(), BackendError> {
+        // SAFETY: `entry.fd` is the sampler's perf fd, open while the entry
+        // (which `self` holds) lives; ENABLE and DISABLE take no pointer.
+        let rc = unsafe {
+            if on {
+                perf_event_open_sys::ioctls::ENABLE(self.entry.fd, 0)
+            } else {
+                perf_event_open_sys::ioctls::DISABLE(self.entry.fd, 0)
+            }
+        };
+        if rc < 0 {
+            return Err(BackendError::Io {
+                op,
+                errno: Errno::last(),
+            });
+        }
+        Ok(())
     }
 }
 
 impl SamplingStream for PerfSampler {
     fn enable(&mut self) -> Result<(), BackendError> {
-        self.counter_op("enable sampler", |s| s.as_counter_mut().enable())
+        self.switch("enable sampler", true)
     }
     fn disable(&mut self) -> Result<(), BackendError> {
-        self.counter_op("disable sampler", |s| s.as_counter_mut().disable())
+        self.switch("disable sampler", false)
     }
     fn drain(&mut self) {
         drain(&self.entry);
