@@ -188,13 +188,15 @@ fn libc_and_own_function_shares_agree_with_perf_record() {
         (pfm_own - perf_own).abs() <= 10.0,
         "by_value share: {summary}"
     );
-    // Percentages are of the whole run: with the outside row they make 100.
+    // Percentages are of the whole run: with the lost and outside rows they
+    // make 100.
     let total: f64 = report["functions"]
         .as_array()
         .unwrap()
         .iter()
         .filter_map(|r| r["percent"].as_f64())
         .sum::<f64>()
+        + report["lost_percent"].as_f64().unwrap()
         + report["outside_percent"].as_f64().unwrap();
     assert!((total - 100.0).abs() < 0.5, "{summary}");
     let images = range_images(&report);

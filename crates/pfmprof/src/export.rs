@@ -6,7 +6,8 @@
 //!
 //! The device profiles PCs, not stacks: a stack is the program and the
 //! function (`prog;func`). Interrupts that fell outside every profiled range
-//! get a frame of their own, so every format sums to all interrupts.
+//! get a frame of their own, as do those of samples the kernel lost, so every
+//! format sums to all interrupts.
 
 use crate::ProfError;
 use crate::args::{Format, Show};
@@ -35,10 +36,12 @@ pub fn show(report: &Report, show: &Show) -> Result<(), ProfError> {
     }
 }
 
-/// The frame for interrupts outside the profiled ranges.
-pub use crate::report::OUTSIDE;
+/// The frames for interrupts outside the profiled ranges and for those of
+/// samples the kernel lost.
+pub use crate::report::{LOST, OUTSIDE};
 
-/// Every (stack, interrupts) of the report, the outside frame last.
+/// Every (stack, interrupts) of the report, the lost and outside frames
+/// last.
 fn stacks(report: &Report) -> Vec<(Vec<String>, u64)> {
     let program = report.program.clone();
     let mut out: Vec<(Vec<String>, u64)> = report
@@ -47,9 +50,10 @@ fn stacks(report: &Report) -> Vec<(Vec<String>, u64)> {
         .filter(|row| row.samples > 0)
         .map(|row| (vec![program.clone(), row.name.clone()], row.samples))
         .collect();
-    let outside = report.interrupts.saturating_sub(report.profiled);
-    if outside > 0 {
-        out.push((vec![program, OUTSIDE.to_string()], outside));
+    for (frame, interrupts) in [(LOST, report.lost), (OUTSIDE, report.outside)] {
+        if interrupts > 0 {
+            out.push((vec![program.clone(), frame.to_string()], interrupts));
+        }
     }
     out
 }
@@ -282,9 +286,13 @@ mod tests {
     use crate::report::tests::sample_profile;
 
     fn report() -> Report {
-        let mut report = sample_profile().report();
-        // Interrupts outside the range get a frame of their own.
-        report.interrupts = report.profiled + 7;
+        let mut p = sample_profile();
+        // Interrupts outside the range get a frame of their own, and those
+        // of lost samples another (one sample of 20 here).
+        p.header.interrupts = 93 + 20 + 7;
+        p.header.lost = 1;
+        let report = p.report();
+        assert_eq!((report.lost, report.outside), (20, 7));
         report
     }
 
@@ -304,6 +312,7 @@ mod tests {
             text.contains(&format!("{}_the_profiled_ranges] 7", "[outside")),
             "{text}"
         );
+        assert!(text.contains(";[samples_the_kernel_lost] 20"), "{text}");
     }
 
     #[test]
@@ -322,7 +331,8 @@ mod tests {
             let function = &profile.function[leaf.line[0].function_id as usize - 1];
             let leaf_name = name(function.name);
             assert!(
-                leaf_name == OUTSIDE || report.functions.iter().any(|r| r.name == leaf_name),
+                [OUTSIDE, LOST].contains(&leaf_name)
+                    || report.functions.iter().any(|r| r.name == leaf_name),
                 "{leaf_name}"
             );
             assert_eq!(sample.value[1], sample.value[0] * report.period as i64);

@@ -28,6 +28,9 @@ const WIDTH: usize = 100;
 
 /// The row for interrupts no range held.
 pub const OUTSIDE: &str = "[outside the profiled ranges]";
+/// The row for the interrupts of samples the kernel lost (its ring full):
+/// their IPs are unknown, so they are in no range and not outside either.
+pub const LOST: &str = "[samples the kernel lost]";
 
 /// User or kernel text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -324,7 +327,12 @@ impl Profile {
             counts[0] -= (profiled - h.interrupts).min(counts[0]);
             profiled = counts.iter().sum();
         }
-        let outside = h.interrupts.saturating_sub(profiled);
+        let weight = h.sample_period.checked_div(h.period).unwrap_or(0);
+        let lost = h
+            .lost
+            .saturating_mul(weight)
+            .min(h.interrupts.saturating_sub(profiled));
+        let outside = h.interrupts.saturating_sub(profiled + lost);
         let total = h.interrupts.max(profiled);
         let mut cumulative = 0.0;
         let functions = rows
@@ -376,12 +384,14 @@ impl Profile {
             event: h.event.clone(),
             period: h.period,
             sample_period: h.sample_period,
-            weight: h.sample_period.checked_div(h.period).unwrap_or(0),
+            weight,
             interrupts: h.interrupts,
             profiled,
             outside,
             outside_percent: percent(outside, total),
             lost_samples: h.lost,
+            lost,
+            lost_percent: percent(lost, total),
             throttled: h.throttled,
             ipl: h.ipl,
             per_cpu: per_cpu.iter().map(|v| v.round() as u64).collect(),
@@ -530,7 +540,8 @@ pub struct AnnotatedLine {
 /// The JSON report's `version`: raised when a field changes meaning or goes.
 /// 2: percentages are of every interrupt of the run (1: of the samples in
 /// the executable's range); `ranges`, `outside`, `module` added.
-pub const REPORT_VERSION: u32 = 2;
+/// 3: `lost` and `lost_percent` added, and no longer part of `outside`.
+pub const REPORT_VERSION: u32 = 3;
 
 /// The report, as text or JSON.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -559,10 +570,13 @@ pub struct Report {
     pub interrupts: u64,
     /// Interrupts that landed in the profiled ranges (scaled estimates).
     pub profiled: u64,
-    /// `interrupts - profiled`: outside every range.
+    /// `interrupts - profiled - lost`: outside every range.
     pub outside: u64,
     pub outside_percent: f64,
     pub lost_samples: u64,
+    /// Interrupts of the lost samples (`lost_samples * weight`).
+    pub lost: u64,
+    pub lost_percent: f64,
     pub throttled: u64,
     pub ipl: [u64; IPL_ENTRIES],
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -635,7 +649,7 @@ impl Report {
             "  interrupts {}, in the ranges {} ({:.1}%), lost samples {}, throttled {}",
             self.interrupts,
             self.profiled,
-            100.0 - self.outside_percent,
+            100.0 - self.outside_percent - self.lost_percent,
             self.lost_samples,
             self.throttled
         );
@@ -684,6 +698,13 @@ impl Report {
         }
         if self.functions.is_empty() {
             let _ = writeln!(out, "{:>10}  (no samples in the profiled ranges)", 0);
+        }
+        if self.lost > 0 {
+            let _ = writeln!(
+                out,
+                "{:>10} {:>7.2} {:>7}  {LOST}",
+                self.lost, self.lost_percent, ""
+            );
         }
         let _ = writeln!(
             out,
@@ -922,6 +943,24 @@ pub(crate) mod tests {
             "{text}"
         );
         assert!(text.lines().all(|l| l.len() <= 100), "{text}");
+        assert!(!text.contains(LOST), "no lost row without losses: {text}");
+        // Two lost samples (20 interrupts each) are a row of their own, out
+        // of the outside row.
+        let mut p = sample_profile();
+        p.header.interrupts = 400;
+        p.header.lost = 2;
+        let r = p.report();
+        assert_eq!((r.lost, r.outside), (40, 400 - 93 - 40));
+        assert!((r.lost_percent - 10.0).abs() < 1e-9);
+        let text = r.text();
+        assert!(
+            text.contains(&format!("40   10.00          {LOST}")),
+            "{text}"
+        );
+        assert!(
+            text.contains("in the ranges 93 (23.2%), lost samples 2"),
+            "{text}"
+        );
         let mut p = sample_profile();
         p.ranges[0].symbols[1].name = "h".repeat(120);
         let text = p.report().text();
@@ -1017,7 +1056,8 @@ pub(crate) mod tests {
         assert!(hot.trim_start().starts_with("80 "), "{hot}");
         assert!(hot.ends_with("hot [prog]  (hot.c:7)"), "{hot}");
         let json: serde_json::Value = serde_json::from_str(&r.json()).unwrap();
-        assert_eq!(json["version"], 2);
+        assert_eq!(json["version"], 3);
+        assert_eq!(json["lost"], 0);
         assert_eq!(json["functions"][0]["name"], "hot");
         assert_eq!(json["functions"][0]["samples"], 80);
         assert_eq!(json["profiled"], 93);
