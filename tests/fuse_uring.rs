@@ -180,5 +180,8 @@ fn a_32_bit_caller_gets_enotty_over_classic_and_io_uring() {
             "uring {uring}: {status}\n{}",
             daemon.log()
         );
+        // The porter is told why, in the daemon's log.
+        let log = daemon.log();
+        assert!(log.contains("build the program as 64-bit"), "{log}");
     }
 }

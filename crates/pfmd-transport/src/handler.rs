@@ -241,6 +241,13 @@ impl Handler {
                 // The device logs its own refusals; these are ours.
                 if arg.flags & (FUSE_IOCTL_COMPAT | FUSE_IOCTL_32BIT | FUSE_IOCTL_COMPAT_X32) != 0 {
                     tracing::debug!(tid = caller.tid(), cmd = arg.cmd, "ioctl refused: {e}");
+                    // What a porter sees is only ENOTTY: say why, once.
+                    pfmd_device::logging::once(
+                        "compat-caller",
+                        "a 32-bit program called a pfm ioctl and got ENOTTY: <sys/pfcntr.h> \
+                         is the 64-bit (Alpha LP64) layout; build the program as 64-bit \
+                         (without -m32)",
+                    );
                 }
                 Answer::Reply(wire::reply_error(unique, e.errno()))
             }
