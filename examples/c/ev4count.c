@@ -36,7 +36,9 @@
  *	ipl cpu=K ipl0=N ipl1=N ... ipl5=N idle=N user=N total=N
  *
  * then the samples the host lost (PCNTGETINFO's pi_lost_samples, for the
- * whole open) and the interrupts they stood for, which no histogram holds:
+ * whole open) and the interrupts they stood for, which no histogram holds
+ * (at counter 0's weight, pi_sample_period[0] / pi_period[0]: the count does
+ * not say which counter's samples were lost):
  *
  *	lost_samples=N lost_interrupts=N
  *

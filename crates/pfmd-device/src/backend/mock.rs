@@ -181,6 +181,10 @@ impl MockBackend {
             .count() as u64
     }
 
+    fn switched(&self, switch: Switch) {
+        self.world.lock().unwrap().switches.push(switch);
+    }
+
     /// Every enable and disable call on groups and samplers so far, in
     /// order.
     pub fn switches(&self) -> Vec<Switch> {
@@ -227,12 +231,7 @@ struct MockGroup {
 
 impl CountingGroup for MockGroup {
     fn enable(&mut self) -> Result<(), BackendError> {
-        self.backend
-            .world
-            .lock()
-            .unwrap()
-            .switches
-            .push(Switch::Group(true));
+        self.backend.switched(Switch::Group(true));
         if let Some(at) = self.disabled_at.take() {
             let now = self.backend.totals(&self.spec);
             for ((h, n), a) in self.hidden.iter_mut().zip(now).zip(at) {
@@ -243,12 +242,7 @@ impl CountingGroup for MockGroup {
     }
 
     fn disable(&mut self) -> Result<(), BackendError> {
-        self.backend
-            .world
-            .lock()
-            .unwrap()
-            .switches
-            .push(Switch::Group(false));
+        self.backend.switched(Switch::Group(false));
         if self.disabled_at.is_none() {
             self.disabled_at = Some(self.backend.totals(&self.spec));
         }
@@ -349,23 +343,13 @@ impl Drop for MockSampler {
 
 impl SamplingStream for MockSampler {
     fn enable(&mut self) -> Result<(), BackendError> {
-        self.backend
-            .world
-            .lock()
-            .unwrap()
-            .switches
-            .push(Switch::Sampler(true));
+        self.backend.switched(Switch::Sampler(true));
         self.enabled
             .store(true, std::sync::atomic::Ordering::SeqCst);
         Ok(())
     }
     fn disable(&mut self) -> Result<(), BackendError> {
-        self.backend
-            .world
-            .lock()
-            .unwrap()
-            .switches
-            .push(Switch::Sampler(false));
+        self.backend.switched(Switch::Sampler(false));
         self.enabled
             .store(false, std::sync::atomic::Ordering::SeqCst);
         Ok(())

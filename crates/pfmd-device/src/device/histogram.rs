@@ -336,14 +336,20 @@ pub struct TickSink {
     /// The samplers count every task on their CPU (LOGALL): a gap in their
     /// samples is idle time. Per-thread samplers count one thread's run time.
     cpu_wide: bool,
-    /// Per sampled event (CPU, and thread for per-thread samplers): host
-    /// events already turned into ticks.
-    credited: Mutex<HashMap<(u32, u32), u64>>,
+    /// What the sink has booked, under one lock taken once per sample.
+    booked: Mutex<Booked>,
     /// The event counts user mode only: see [`TickSink::user_only`].
     user_only: bool,
+}
+
+#[derive(Default)]
+struct Booked {
+    /// Per sampled event (CPU, and thread for per-thread samplers): host
+    /// events already turned into ticks.
+    credited: HashMap<(u32, u32), u64>,
     /// CPUs whose ring lost samples since their last sample: the count that
     /// sample carries includes the lost ones, which are no idle gap.
-    after_loss: Mutex<std::collections::HashSet<u32>>,
+    after_loss: std::collections::HashSet<u32>,
 }
 
 impl TickSink {
@@ -358,9 +364,8 @@ impl TickSink {
             weight,
             host_period: host_period.max(1),
             cpu_wide,
-            credited: Mutex::default(),
+            booked: Mutex::default(),
             user_only: false,
-            after_loss: Mutex::default(),
         }
     }
 
@@ -377,14 +382,13 @@ impl TickSink {
     /// Interrupts `sample` stands for: from the event's own count when the
     /// sample carries it, so a timer that fires late or a throttled stretch
     /// loses no ticks; else the nominal weight.
-    fn ticks(&self, sample: &Sample) -> u64 {
+    fn ticks(&self, credited: &mut HashMap<(u32, u32), u64>, sample: &Sample) -> u64 {
         let Some(count) = sample.count else {
             return self.weight;
         };
         // A per-thread sampler's count is the sampled thread's own (perf
         // gives each inherited thread its own event on each CPU).
         let thread = if self.cpu_wide { u32::MAX } else { sample.tid };
-        let mut credited = self.credited.lock().unwrap_or_else(|e| e.into_inner());
         let done = credited.entry((sample.cpu, thread)).or_insert(0);
         let delta = count.saturating_sub(*done) as u128;
         let ticks = delta * self.weight as u128 / self.host_period as u128;
@@ -404,12 +408,11 @@ impl SampleSink for TickSink {
         } else {
             sample
         };
-        let ticks = self.ticks(sample);
-        let after_loss = self
-            .after_loss
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&sample.cpu);
+        let (ticks, after_loss) = {
+            let mut booked = self.booked.lock().unwrap_or_else(|e| e.into_inner());
+            let ticks = self.ticks(&mut booked.credited, sample);
+            (ticks, booked.after_loss.remove(&sample.cpu))
+        };
         let mut histograms = self.shared.lock();
         if after_loss {
             // The rest of its count was in the lost samples, already booked
@@ -434,9 +437,10 @@ impl SampleSink for TickSink {
         // otherwise); logged once a daemon's life, as any open can make it
         // happen at will.
         let total = self.shared.lost.fetch_add(records, Ordering::Relaxed) + records;
-        self.after_loss
+        self.booked
             .lock()
             .unwrap_or_else(|e| e.into_inner())
+            .after_loss
             .insert(cpu);
         self.shared
             .lock()

@@ -4,8 +4,10 @@
 //! `perf_event_attr` (typed setters for pinned/inherit/exclude_*/read_format,
 //! `attrs_mut` for the raw type), the pid/cpu/group_fd arguments, and safe
 //! wrappers for the ENABLE/DISABLE/ID ioctls and group reads; it sits on the
-//! kernel UAPI bindings of `perf-event-open-sys2`. This module therefore
-//! contains no `unsafe` of its own.
+//! kernel UAPI bindings of `perf-event-open-sys2`. Its one `unsafe` edge is
+//! a sampler's fd ([`sampler`]): borrowed for epoll, and switched by the raw
+//! ENABLE/DISABLE ioctl, because perf-event2's safe switch needs the sampler
+//! itself, which the ring lock guards while the sampler thread parses.
 //!
 //! - [`PerfBackend::probe`] opens every named host event once at start and
 //!   remembers why the ones that fail do; [`HostSupport::check`] answers from

@@ -43,10 +43,17 @@ struct Entry {
     chainless: Option<ParseConfig<Native>>,
     sink: Arc<dyn SampleSink>,
     cpu: u32,
-    /// The sampler's perf fd, for switching it on and off without the ring
-    /// lock (see [`PerfSampler::switch`]). Open while the entry lives: the
-    /// entry owns the sampler.
+    /// The sampler's perf fd, for epoll and for switching it on and off
+    /// without the ring lock (see [`PerfSampler::switch`]).
     fd: RawFd,
+}
+
+impl Entry {
+    fn fd(&self) -> BorrowedFd<'_> {
+        // SAFETY: `fd` is the fd of the sampler this entry owns, so it stays
+        // open as long as the entry, which the borrow cannot outlive.
+        unsafe { BorrowedFd::borrow_raw(self.fd) }
+    }
 }
 
 /// The epoll set and the thread that serves it.
@@ -196,28 +203,24 @@ impl Hub {
         .map_err(open_error)?;
         let sampler = counter.sampled(RING_BYTES).map_err(open_error)?;
         let token = self.next_token.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: the fd belongs to `sampler`, which the entry keeps alive
-        // until `PerfSampler::drop` removes it from the epoll set.
-        let fd = unsafe { BorrowedFd::borrow_raw(sampler.as_raw_fd()) };
-        self.epoll
-            .add(fd, EpollEvent::new(EpollFlags::EPOLLIN, token))
-            .map_err(|errno| BackendError::Io {
-                op: "epoll_ctl(ADD)",
-                errno,
-            })?;
         let chainless = spec.callchain.then(|| {
             let mut attr = *builder.attrs();
             attr.sample_type &= !SampleFlag::CALLCHAIN.bits();
             ParseConfig::from(attr)
         });
-        let raw_fd = sampler.as_raw_fd();
         let entry = Arc::new(Entry {
-            fd: raw_fd,
+            fd: sampler.as_raw_fd(),
             sampler: Mutex::new(sampler),
             chainless,
             sink,
             cpu: spec.cpu,
         });
+        self.epoll
+            .add(entry.fd(), EpollEvent::new(EpollFlags::EPOLLIN, token))
+            .map_err(|errno| BackendError::Io {
+                op: "epoll_ctl(ADD)",
+                errno,
+            })?;
         self.lock().insert(token, entry.clone());
         Ok(PerfSampler {
             hub: self.clone(),
@@ -322,13 +325,14 @@ impl PerfSampler {
     /// waited for it would leave this sampler running (and sampling the
     /// parse itself) after the counting groups beside it stopped.
     fn switch(&self, op: &'static str, on: bool) -> Result<(), BackendError> {
-        // SAFETY: `entry.fd` is the sampler's perf fd, open while the entry
-        // (which `self` holds) lives; ENABLE and DISABLE take no pointer.
+        let fd = self.entry.fd().as_raw_fd();
+        // SAFETY: `fd` is the sampler's open perf fd (borrowed from the entry
+        // `self` holds); ENABLE and DISABLE take no pointer.
         let rc = unsafe {
             if on {
-                perf_event_open_sys::ioctls::ENABLE(self.entry.fd, 0)
+                perf_event_open_sys::ioctls::ENABLE(fd, 0)
             } else {
-                perf_event_open_sys::ioctls::DISABLE(self.entry.fd, 0)
+                perf_event_open_sys::ioctls::DISABLE(fd, 0)
             }
         };
         if rc < 0 {
@@ -355,13 +359,9 @@ impl SamplingStream for PerfSampler {
 
 impl Drop for PerfSampler {
     fn drop(&mut self) {
-        let sampler = self.entry.sampler.lock().unwrap_or_else(|e| e.into_inner());
-        // SAFETY: the fd is still open: `sampler` is alive while we hold it.
-        let fd = unsafe { BorrowedFd::borrow_raw(sampler.as_raw_fd()) };
-        if let Err(e) = self.hub.epoll.delete(fd) {
+        if let Err(e) = self.hub.epoll.delete(self.entry.fd()) {
             tracing::debug!("epoll_ctl(DEL): {e}");
         }
-        drop(sampler);
         self.hub.lock().remove(&self.token);
     }
 }
