@@ -152,7 +152,7 @@ fn a_detached_mount_ends_the_daemon_with_an_error() {
         );
         let log = daemon.log();
         assert!(
-            log.contains("FUSE transport ended while serving")
+            log.contains("FUSE connection lost")
                 && log.contains("the FUSE connection ended while pfmd was serving"),
             "{channel}: {log}"
         );

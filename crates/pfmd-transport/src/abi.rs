@@ -7,6 +7,17 @@
 
 use zerocopy::{FromBytes, FromZeros, Immutable, IntoBytes, KnownLayout};
 
+/// A `#[repr(C)]` mirror of a kernel structure, readable from and
+/// writable as the wire's bytes.
+macro_rules! wire {
+    ($(#[$m:meta])* pub struct $name:ident { $(pub $field:ident: $ty:ty,)* }) => {
+        $(#[$m])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
+        #[repr(C)]
+        pub struct $name { $(pub $field: $ty,)* }
+    };
+}
+
 /// `FUSE_KERNEL_VERSION`: the only major the kernel speaks.
 pub const FUSE_KERNEL_VERSION: u32 = 7;
 /// The minor we implement: our structures are the 7.16+ layouts (64-bit
@@ -62,179 +73,149 @@ pub const CUSE_INIT_INFO_MAX: usize = 4096;
 /// unrestricted ioctl, and a read piece.
 pub const CUSE_MAX_TRANSFER: usize = 32 * 4096;
 
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Default, FromBytes, IntoBytes, Immutable, KnownLayout,
-)]
-#[repr(C)]
-pub struct FuseInHeader {
-    pub len: u32,
-    pub opcode: u32,
-    pub unique: u64,
-    pub nodeid: u64,
-    pub uid: u32,
-    pub gid: u32,
-    pub pid: u32,
-    pub total_extlen: u16,
-    pub padding: u16,
-}
+wire!(
+    pub struct FuseInHeader {
+        pub len: u32,
+        pub opcode: u32,
+        pub unique: u64,
+        pub nodeid: u64,
+        pub uid: u32,
+        pub gid: u32,
+        pub pid: u32,
+        pub total_extlen: u16,
+        pub padding: u16,
+    }
+);
 
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Default, FromBytes, IntoBytes, Immutable, KnownLayout,
-)]
-#[repr(C)]
-pub struct FuseOutHeader {
-    pub len: u32,
-    pub error: i32,
-    pub unique: u64,
-}
+wire!(
+    pub struct FuseOutHeader {
+        pub len: u32,
+        pub error: i32,
+        pub unique: u64,
+    }
+);
 
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Default, FromBytes, IntoBytes, Immutable, KnownLayout,
-)]
-#[repr(C)]
-pub struct CuseInitIn {
-    pub major: u32,
-    pub minor: u32,
-    pub unused: u32,
-    pub flags: u32,
-}
+wire!(
+    pub struct CuseInitIn {
+        pub major: u32,
+        pub minor: u32,
+        pub unused: u32,
+        pub flags: u32,
+    }
+);
 
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Default, FromBytes, IntoBytes, Immutable, KnownLayout,
-)]
-#[repr(C)]
-pub struct CuseInitOut {
-    pub major: u32,
-    pub minor: u32,
-    pub unused: u32,
-    pub flags: u32,
-    pub max_read: u32,
-    pub max_write: u32,
-    pub dev_major: u32,
-    pub dev_minor: u32,
-    pub spare: [u32; 10],
-}
+wire!(
+    pub struct CuseInitOut {
+        pub major: u32,
+        pub minor: u32,
+        pub unused: u32,
+        pub flags: u32,
+        pub max_read: u32,
+        pub max_write: u32,
+        pub dev_major: u32,
+        pub dev_minor: u32,
+        pub spare: [u32; 10],
+    }
+);
 
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Default, FromBytes, IntoBytes, Immutable, KnownLayout,
-)]
-#[repr(C)]
-pub struct FuseOpenIn {
-    pub flags: u32,
-    pub open_flags: u32,
-}
+wire!(
+    pub struct FuseOpenIn {
+        pub flags: u32,
+        pub open_flags: u32,
+    }
+);
 
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Default, FromBytes, IntoBytes, Immutable, KnownLayout,
-)]
-#[repr(C)]
-pub struct FuseOpenOut {
-    pub fh: u64,
-    pub open_flags: u32,
-    pub padding: u32,
-}
+wire!(
+    pub struct FuseOpenOut {
+        pub fh: u64,
+        pub open_flags: u32,
+        pub padding: u32,
+    }
+);
 
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Default, FromBytes, IntoBytes, Immutable, KnownLayout,
-)]
-#[repr(C)]
-pub struct FuseReleaseIn {
-    pub fh: u64,
-    pub flags: u32,
-    pub release_flags: u32,
-    pub lock_owner: u64,
-}
+wire!(
+    pub struct FuseReleaseIn {
+        pub fh: u64,
+        pub flags: u32,
+        pub release_flags: u32,
+        pub lock_owner: u64,
+    }
+);
 
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Default, FromBytes, IntoBytes, Immutable, KnownLayout,
-)]
-#[repr(C)]
-pub struct FuseFlushIn {
-    pub fh: u64,
-    pub unused: u32,
-    pub padding: u32,
-    pub lock_owner: u64,
-}
+wire!(
+    pub struct FuseFlushIn {
+        pub fh: u64,
+        pub unused: u32,
+        pub padding: u32,
+        pub lock_owner: u64,
+    }
+);
 
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Default, FromBytes, IntoBytes, Immutable, KnownLayout,
-)]
-#[repr(C)]
-pub struct FuseReadIn {
-    pub fh: u64,
-    pub offset: u64,
-    pub size: u32,
-    pub read_flags: u32,
-    pub lock_owner: u64,
-    pub flags: u32,
-    pub padding: u32,
-}
+wire!(
+    pub struct FuseReadIn {
+        pub fh: u64,
+        pub offset: u64,
+        pub size: u32,
+        pub read_flags: u32,
+        pub lock_owner: u64,
+        pub flags: u32,
+        pub padding: u32,
+    }
+);
 
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Default, FromBytes, IntoBytes, Immutable, KnownLayout,
-)]
-#[repr(C)]
-pub struct FuseWriteIn {
-    pub fh: u64,
-    pub offset: u64,
-    pub size: u32,
-    pub write_flags: u32,
-    pub lock_owner: u64,
-    pub flags: u32,
-    pub padding: u32,
-}
+wire!(
+    pub struct FuseWriteIn {
+        pub fh: u64,
+        pub offset: u64,
+        pub size: u32,
+        pub write_flags: u32,
+        pub lock_owner: u64,
+        pub flags: u32,
+        pub padding: u32,
+    }
+);
 
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Default, FromBytes, IntoBytes, Immutable, KnownLayout,
-)]
-#[repr(C)]
-pub struct FuseInterruptIn {
-    pub unique: u64,
-}
+wire!(
+    pub struct FuseInterruptIn {
+        pub unique: u64,
+    }
+);
 
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Default, FromBytes, IntoBytes, Immutable, KnownLayout,
-)]
-#[repr(C)]
-pub struct FuseIoctlIn {
-    pub fh: u64,
-    pub flags: u32,
-    pub cmd: u32,
-    pub arg: u64,
-    pub in_size: u32,
-    pub out_size: u32,
-}
+wire!(
+    pub struct FuseIoctlIn {
+        pub fh: u64,
+        pub flags: u32,
+        pub cmd: u32,
+        pub arg: u64,
+        pub in_size: u32,
+        pub out_size: u32,
+    }
+);
 
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Default, FromBytes, IntoBytes, Immutable, KnownLayout,
-)]
-#[repr(C)]
-pub struct FuseIoctlIovec {
-    pub base: u64,
-    pub len: u64,
-}
+wire!(
+    pub struct FuseIoctlIovec {
+        pub base: u64,
+        pub len: u64,
+    }
+);
 
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Default, FromBytes, IntoBytes, Immutable, KnownLayout,
-)]
-#[repr(C)]
-pub struct FuseIoctlOut {
-    pub result: i32,
-    pub flags: u32,
-    pub in_iovs: u32,
-    pub out_iovs: u32,
-}
+wire!(
+    pub struct FuseIoctlOut {
+        pub result: i32,
+        pub flags: u32,
+        pub in_iovs: u32,
+        pub out_iovs: u32,
+    }
+);
 
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Default, FromBytes, IntoBytes, Immutable, KnownLayout,
-)]
-#[repr(C)]
-pub struct FusePollIn {
-    pub fh: u64,
-    pub kh: u64,
-    pub flags: u32,
-    pub events: u32,
-}
+wire!(
+    pub struct FusePollIn {
+        pub fh: u64,
+        pub kh: u64,
+        pub flags: u32,
+        pub events: u32,
+    }
+);
 
 // What a FUSE *filesystem* server and FUSE over io_uring need beyond the
 // device operations: INIT, LOOKUP, GETATTR, READDIR, STATFS, and the
@@ -274,15 +255,6 @@ pub const FUSE_URING_IN_OUT_HEADER_SZ: usize = 128;
 pub const FUSE_URING_OP_IN_OUT_SZ: usize = 128;
 /// `sqe->len` of every FUSE uring command: two iovecs, header and payload.
 pub const FUSE_URING_IOV_SEGS: u32 = 2;
-
-macro_rules! wire {
-    ($(#[$m:meta])* pub struct $name:ident { $(pub $field:ident: $ty:ty,)* }) => {
-        $(#[$m])*
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
-        #[repr(C)]
-        pub struct $name { $(pub $field: $ty,)* }
-    };
-}
 
 wire!(
     pub struct FuseInitIn {

@@ -20,13 +20,13 @@ pub mod session;
 
 use super::abi;
 use super::handler::{ChannelKind, Handler};
+use super::life::Life;
 use crate::device::Device;
 use channel::Channel;
 use session::Session;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -157,9 +157,7 @@ impl CuseTransport {
                 channel_flags: 0,
             },
             channel,
-            stopping: AtomicBool::new(false),
-            lost: AtomicBool::new(false),
-            on_lost: Box::new(on_lost),
+            life: Life::new(on_lost),
         });
         let mut transport = CuseTransport {
             session: Some(Arc::clone(&session)),
@@ -199,7 +197,7 @@ impl CuseTransport {
         let Some(session) = self.session.take() else {
             return false;
         };
-        session.stopping.store(true, Ordering::SeqCst);
+        session.life.stop();
         // A reader may be between its flag check and read(2): kick until
         // every one has seen the flag.
         let deadline = Instant::now() + STOP_TIMEOUT;
@@ -218,7 +216,7 @@ impl CuseTransport {
                 tracing::error!("a CUSE reader thread panicked");
             }
         }
-        let lost = session.lost.load(Ordering::SeqCst);
+        let lost = session.life.was_lost();
         // The readers' references are gone with them: this drop closes the
         // channel and the kernel removes the device.
         if Arc::strong_count(&session) != 1 {

@@ -5,9 +5,10 @@ use super::CuseError;
 use super::channel::{Channel, Received};
 use crate::abi::*;
 use crate::handler::{Answer, Handler};
+use crate::life::Life;
 use crate::wire::{self, Op};
 use nix::errno::Errno;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 
 /// Bytes a read of a request needs: the largest is an ioctl carrying a full
 /// CUSE transfer of argument bytes.
@@ -75,11 +76,7 @@ pub fn handshake(channel: &Channel, dev_name: &str) -> Result<(), CuseError> {
 pub struct Session {
     pub handler: Handler,
     pub channel: Channel,
-    /// Set once the transport is stopping: a closed channel is then expected.
-    pub stopping: AtomicBool,
-    /// Set when the kernel ended the connection while we were serving.
-    pub lost: AtomicBool,
-    pub on_lost: Box<dyn Fn() + Send + Sync>,
+    pub life: Life,
 }
 
 impl Session {
@@ -87,7 +84,7 @@ impl Session {
     pub fn serve(&self, index: usize) {
         let mut buf = vec![0u8; REQUEST_BUFFER];
         loop {
-            match self.channel.receive(&mut buf, &self.stopping) {
+            match self.channel.receive(&mut buf, self.life.stopping_flag()) {
                 Ok(Received::Request(n)) => {
                     let (reply, end) = match self.handler.answer(&buf[..n]) {
                         Answer::Reply(reply) => (Some(reply), false),
@@ -112,38 +109,26 @@ impl Session {
                         && let Err(e) = self.channel.send(&reply)
                     {
                         if e.raw_os_error() == Some(libc::ENODEV) {
-                            self.connection_lost("the kernel closed the connection");
+                            self.life.ended("CUSE", "the kernel closed the connection");
                             return;
                         }
                         tracing::error!(thread = index, "writing a CUSE reply: {e}");
                     }
                     if end {
-                        self.connection_lost("the kernel sent DESTROY");
+                        self.life.ended("CUSE", "the kernel sent DESTROY");
                         return;
                     }
                 }
                 Ok(Received::Stopped) => return,
                 Ok(Received::Gone) => {
-                    self.connection_lost("the kernel closed the connection");
+                    self.life.ended("CUSE", "the kernel closed the connection");
                     return;
                 }
                 Err(e) => {
-                    self.connection_lost(&format!("reading /dev/cuse: {e}"));
+                    self.life.ended("CUSE", &format!("reading /dev/cuse: {e}"));
                     return;
                 }
             }
-        }
-    }
-
-    fn connection_lost(&self, why: &str) {
-        if self.stopping.load(Ordering::SeqCst) {
-            return;
-        }
-        // Only the first thread to notice reports it; the others see the
-        // same closed connection.
-        if !self.lost.swap(true, Ordering::SeqCst) {
-            tracing::error!("CUSE connection lost: {why}");
-            (self.on_lost)();
         }
     }
 }

@@ -49,6 +49,7 @@ pub mod queue;
 pub mod ring;
 
 use super::handler::{ChannelKind, FILE_NAME, FileFacts, Handler};
+use super::life::Life;
 use super::open_waiter::OpenWaiter;
 use super::store::StoreHelper;
 use crate::device::Device;
@@ -58,7 +59,6 @@ use std::fs::File;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
@@ -77,6 +77,9 @@ pub const ENTRIES_PER_RING: usize = 8;
 const READY_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long unmounting waits for the threads.
 const STOP_TIMEOUT: Duration = Duration::from_secs(5);
+/// Why a serving thread ends while pfmd serves: the connection is gone.
+const CLASSIC_READER_ENDED: &str = "a classic reader finished: the mount was detached or aborted";
+const RING_QUEUE_ENDED: &str = "a ring queue finished: the mount was detached or aborted";
 
 /// `--fuse-uring`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
@@ -199,27 +202,6 @@ struct ClassicChannel {
     waiter: OpenWaiter<ClassicReply>,
 }
 
-/// What the serving threads share about the transport's life.
-struct Life {
-    stopping: AtomicBool,
-    lost: AtomicBool,
-    on_lost: Box<dyn Fn() + Send + Sync>,
-}
-
-impl Life {
-    /// A serving thread ended: the connection is gone. Unless pfmd is
-    /// stopping, report it once.
-    fn thread_ended(&self, what: &str) {
-        if self.stopping.load(Ordering::SeqCst) || self.lost.swap(true, Ordering::SeqCst) {
-            return;
-        }
-        tracing::error!(
-            "FUSE transport ended while serving ({what} finished): the mount was detached or aborted, or the store helper died"
-        );
-        (self.on_lost)();
-    }
-}
-
 /// A mounted device. Dropping it unmounts.
 pub struct FuseTransport {
     mountpoint: PathBuf,
@@ -263,11 +245,7 @@ impl FuseTransport {
             threads: Vec::new(),
             uring: false,
             mounted: true,
-            life: Arc::new(Life {
-                stopping: AtomicBool::new(false),
-                lost: AtomicBool::new(false),
-                on_lost: Box::new(on_lost),
-            }),
+            life: Arc::new(Life::new(on_lost)),
             stores: None,
         };
         // A helper that dies while pfmd serves leaves pointer ioctls
@@ -275,10 +253,10 @@ impl FuseTransport {
         let life = Arc::clone(&transport.life);
         stores
             .watch(move |status| {
-                if !life.stopping.load(Ordering::SeqCst) {
+                if !life.is_stopping() {
                     tracing::error!(%status, "the store helper died");
                 }
-                life.thread_ended("the store helper");
+                life.ended("FUSE", "the store helper ended");
             })
             .map_err(FuseError::io("watching the store helper"))?;
         transport.stores = Some(stores);
@@ -382,7 +360,7 @@ impl FuseTransport {
                 .name(format!("fuse-{index}"))
                 .spawn(move || {
                     conn::classic_loop(file, &handler, &waiter, &stores, index);
-                    life.thread_ended("a classic reader");
+                    life.ended("FUSE", CLASSIC_READER_ENDED);
                 })
                 .map_err(FuseError::io("starting a FUSE reader"))?;
             self.threads.push(thread);
@@ -425,7 +403,7 @@ impl FuseTransport {
                 .name(format!("fuse-q{qid}"))
                 .spawn(move || {
                     if queue::serve(shared, spec, ready) {
-                        life.thread_ended("a ring queue");
+                        life.ended("FUSE", RING_QUEUE_ENDED);
                     }
                 })
                 .map_err(FuseError::io("starting a FUSE ring thread"))?;
@@ -458,8 +436,8 @@ impl FuseTransport {
         if !std::mem::take(&mut self.mounted) {
             return Ok(());
         }
-        self.life.stopping.store(true, Ordering::SeqCst);
-        if self.life.lost.load(Ordering::SeqCst) {
+        self.life.stop();
+        if self.life.was_lost() {
             // Detached already: nothing to unmount, and the threads are gone.
             self.stores.take();
             return Err(FuseError::ConnectionLost);
