@@ -1150,7 +1150,7 @@ fn header_compiles_cleanly_everywhere() {
 /// `<sys/types.h>` (`ulong`, `u_int`, `caddr_t`) and the `_PFCNTR_H_` guard
 /// from `<sys/pfcntr.h>` alone: the Tru64 header included `<sys/types.h>`
 /// first. Compiled in the compiler's default (GNU) dialects, where glibc
-/// declares those BSD names.
+/// declares those BSD names, and in strict ISO C, where the header does.
 const LEGACY_TYPES: &str = r#"#include <sys/pfcntr.h>
 #include <stdio.h>
 
@@ -1161,6 +1161,11 @@ const LEGACY_TYPES: &str = r#"#include <sys/pfcntr.h>
 static ulong counts[3];
 static u_int ncpus = 1;
 static caddr_t text_start;
+static uint buckets;
+static u_long range;
+static ushort cpu16;
+static u_short port;
+static u_char byte;
 
 int
 main(void)
@@ -1171,7 +1176,8 @@ main(void)
 	cntrs[0].pf_cntr0 = 1;
 	counts[0] = pfcntrs->pf_cntr0;
 	text_start = (caddr_t)0;
-	printf("%lu %u %d\n", counts[0], ncpus, text_start == 0);
+	printf("%lu %u %d %u %lu %u %u %u\n", counts[0], ncpus, text_start == 0,
+	    buckets, range, (unsigned)cpu16, (unsigned)port, (unsigned)byte);
 	return 0;
 }
 "#;
@@ -1181,7 +1187,14 @@ fn header_brings_sys_types_like_tru64() {
     let dir = scratch("legacy-types");
     let c = dir.join("legacy.c");
     fs::write(&c, LEGACY_TYPES).unwrap();
-    for extra in [&[][..], &["-std=gnu89"][..], &["-std=gnu99"][..]] {
+    for extra in [
+        &[][..],
+        &["-std=gnu89"][..],
+        &["-std=gnu99"][..],
+        &["-std=c89", "-pedantic"][..],
+        &["-std=c99", "-pedantic"][..],
+        &["-std=c11", "-pedantic"][..],
+    ] {
         run(Command::new("gcc")
             .args(WARN)
             .args(extra)

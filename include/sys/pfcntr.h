@@ -38,6 +38,22 @@
 #include <sys/ioctl.h>
 #include <fcntl.h>
 
+/*
+ * glibc declares those BSD names only in its default and GNU dialects
+ * (__USE_MISC).  Tru64 always had them, so under strict ISO C (-std=c99)
+ * they are declared here, as the same types.
+ */
+#if defined(__GLIBC__) && !defined(__USE_MISC)
+typedef unsigned char	u_char;
+typedef unsigned short	u_short;
+typedef unsigned int	u_int;
+typedef unsigned long	u_long;
+typedef unsigned short	ushort;
+typedef unsigned int	uint;
+typedef unsigned long	ulong;
+typedef char		*caddr_t;
+#endif
+
 /* Bit-fields of type unsigned long are an extension in ISO C89/C++98. */
 #if defined(__GNUC__)
 #define _PFM_EXT	__extension__

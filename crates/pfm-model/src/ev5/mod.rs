@@ -51,7 +51,6 @@ pub const PF5_CTXT_NO_USER: u64 = 0x4000_0000;
 pub const PF5_CTXT_USER: u64 = 0x300;
 pub const PF5_CTXT_KERNEL: u64 = 0x4000_0200;
 pub const PF5_CTXT_EXEC_AND_SUPER: u64 = 0x4000_0300;
-const CTXT_MASK: u64 = 3 | PF5_CTXT_NO_KERNEL | PF5_CTXT_NO_PAL | PF5_CTXT_NO_USER;
 
 /// Which Cbox tables an implementation has.
 fn cbox_tables(
@@ -124,44 +123,34 @@ impl Ev5Mux {
     }
 }
 
-/// A `PCNT5FREQ` word: the new period of each counter, `None` where its
-/// field is 0 (left as it was).
+/// A `PCNT5FREQ` word: the period of each counter.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Ev5Freq {
-    pub periods: [Option<u64>; 3],
+    pub periods: [u64; 3],
 }
 
 impl Ev5Freq {
     /// True when a counter asks for a 256 period, which needs privilege.
     pub fn wants_256(&self) -> bool {
-        self.periods.contains(&Some(256))
+        self.periods.contains(&256)
     }
 }
 
-/// Decodes `PCNT5FREQ`: per counter a two-bit field, 2 = the low frequency
-/// (65536, 65536, 16384 events), 3 = every 256 events, 0 = unchanged; 1 and
-/// bits outside the fields are `EINVAL`.
-pub fn decode_freq(word: u64) -> Result<Ev5Freq, ModelError> {
+/// Decodes `PCNT5FREQ` as the Tru64 driver did: each counter has a
+/// two-bit field (bits 8..9, 6..7, 4..5) whose low bit asks for an
+/// interrupt every 256 events; otherwise the counter gets its low frequency
+/// (65536, 65536, 16384). The driver forced each field's high bit and
+/// passed nothing else to the chip, so every word sets all three periods, a
+/// field of 0 means the low frequency, and other bits are ignored.
+pub fn decode_freq(word: u64) -> Ev5Freq {
     const FIELDS: [(u32, u64); 3] = [(8, 65536), (6, 65536), (4, 16384)];
-    if word & !0x3F0 != 0 {
-        return Err(ModelError::invalid(format!(
-            "PCNT5FREQ {word:#x} has bits outside the PF5_Cn_INT_EVERY_* fields"
-        )));
+    Ev5Freq {
+        periods: FIELDS.map(
+            |(shift, low)| {
+                if (word >> shift) & 1 != 0 { 256 } else { low }
+            },
+        ),
     }
-    let mut periods = [None; 3];
-    for (i, (shift, low)) in FIELDS.into_iter().enumerate() {
-        periods[i] = match (word >> shift) & 3 {
-            0 => None,
-            2 => Some(low),
-            3 => Some(256),
-            _ => {
-                return Err(ModelError::invalid(format!(
-                    "PCNT5FREQ {word:#x}: counter {i} frequency field 1 is reserved"
-                )));
-            }
-        };
-    }
-    Ok(Ev5Freq { periods })
 }
 
 /// Whose threads `PCNT5CTXTS` counts.
@@ -208,13 +197,9 @@ pub struct Contexts {
 /// kernel and PAL mode, except that all three together
 /// (`PF5_CTXT_EXEC_AND_SUPER`) mean user mode: Digital UNIX user code runs
 /// in the chip's executive mode, so that was "user only" on real hardware
-/// (docs/device.md, Appendix A). Unknown bits are `EINVAL`.
-pub fn decode_contexts(word: u64) -> Result<Contexts, ModelError> {
-    if word & !CTXT_MASK != 0 {
-        return Err(ModelError::invalid(format!(
-            "PCNT5CTXTS {word:#x} has bits that are no PF5_CTXT_* value"
-        )));
-    }
+/// (docs/device.md, Appendix A). Other bits are ignored: the Tru64 driver
+/// passed only these to the chip.
+pub fn decode_contexts(word: u64) -> Contexts {
     let process = match word & 3 {
         PF5_CTXT_ALL_PROC => ProcessFilter::AllProcesses,
         PF5_CTXT_SEL_PROC => ProcessFilter::PmeSelected,
@@ -234,7 +219,7 @@ pub fn decode_contexts(word: u64) -> Result<Contexts, ModelError> {
             pal: word & PF5_CTXT_NO_PAL == 0,
         }
     };
-    Ok(Contexts { process, modes })
+    Contexts { process, modes }
 }
 
 /// The counters a select word names (`PF5_SEL_COUNTER_n`), as indices.
@@ -333,19 +318,28 @@ mod tests {
 
     #[test]
     fn freq_fields() {
-        let f = decode_freq(0x200 | 0x80 | 0x20).unwrap();
-        assert_eq!(f.periods, [Some(65536), Some(65536), Some(16384)]);
+        let f = decode_freq(0x200 | 0x80 | 0x20);
+        assert_eq!(f.periods, [65536, 65536, 16384]);
         assert!(!f.wants_256());
-        let f = decode_freq(0x300 | 0x30).unwrap();
-        assert_eq!(f.periods, [Some(256), None, Some(256)]);
+        let f = decode_freq(0x300 | 0x30);
+        assert_eq!(
+            f.periods,
+            [256, 65536, 256],
+            "a field of 0 is the low frequency"
+        );
         assert!(f.wants_256());
-        assert!(decode_freq(0x100).unwrap_err().is_invalid());
-        assert!(decode_freq(0x1000).unwrap_err().is_invalid());
+        // The driver forced each field's high bit and masked the rest.
+        assert_eq!(decode_freq(0x100).periods, [256, 65536, 16384]);
+        assert_eq!(decode_freq(0).periods, [65536, 65536, 16384]);
+        assert_eq!(
+            decode_freq(0x1000 | 0x40 | 0x1).periods,
+            [65536, 256, 16384]
+        );
     }
 
     #[test]
     fn contexts() {
-        let c = decode_contexts(PF5_CTXT_USER | PF5_CTXT_THIS_PROC).unwrap();
+        let c = decode_contexts(PF5_CTXT_USER | PF5_CTXT_THIS_PROC);
         assert_eq!(c.process, ProcessFilter::ThisProcess);
         assert_eq!(
             c.modes,
@@ -356,11 +350,11 @@ mod tests {
             }
         );
         assert_eq!(
-            decode_contexts(PF5_CTXT_EXEC_AND_SUPER).unwrap().modes,
-            decode_contexts(PF5_CTXT_USER).unwrap().modes,
+            decode_contexts(PF5_CTXT_EXEC_AND_SUPER).modes,
+            decode_contexts(PF5_CTXT_USER).modes,
             "EXEC_AND_SUPER is user mode"
         );
-        let k = decode_contexts(PF5_CTXT_KERNEL | PF5_CTXT_SEL_PROC).unwrap();
+        let k = decode_contexts(PF5_CTXT_KERNEL | PF5_CTXT_SEL_PROC);
         assert_eq!(k.process, ProcessFilter::PmeSelected);
         assert_eq!(
             k.modes,
@@ -370,13 +364,13 @@ mod tests {
                 pal: false
             }
         );
-        assert_eq!(decode_contexts(0).unwrap().modes, Modes::ALL);
+        assert_eq!(decode_contexts(0).modes, Modes::ALL);
         assert_eq!(
-            decode_contexts(PF5_CTXT_PME_THIS).unwrap().process,
+            decode_contexts(PF5_CTXT_PME_THIS).process,
             ProcessFilter::SetPmeThis
         );
         assert_eq!(
-            decode_contexts(0x4000_0100).unwrap().modes,
+            decode_contexts(0x4000_0100).modes,
             Modes {
                 user: false,
                 kernel: false,
@@ -384,6 +378,7 @@ mod tests {
             },
             "PF5_CTXT_PAL"
         );
-        assert!(decode_contexts(1 << 12).unwrap_err().is_invalid());
+        // Bits the driver did not pass to the chip are ignored.
+        assert_eq!(decode_contexts(1 << 12 | 2), decode_contexts(2));
     }
 }

@@ -40,7 +40,7 @@ impl Session<'_> {
 
     /// `PCNT5FREQ`: the counters' periods; the 256 periods need privilege.
     pub fn ev5_freq(&mut self, word: u64) -> Result<IoctlReply, DeviceError> {
-        let freq = ev5::decode_freq(word)?;
+        let freq = ev5::decode_freq(word);
         if freq.wants_256()
             && !self
                 .device
@@ -53,34 +53,22 @@ impl Session<'_> {
             ));
         }
         let mut registers = self.file.settings.registers.clone();
-        for (i, period) in freq.periods.iter().enumerate() {
-            if let Some(period) = *period {
-                registers.periods[i] = period;
-                if let Some(s) = &mut registers.settings[i] {
-                    s.period = period;
-                }
+        for (i, period) in freq.periods.into_iter().enumerate() {
+            registers.periods[i] = period;
+            if let Some(s) = &mut registers.settings[i] {
+                s.period = period;
             }
         }
-        let changed = freq.periods;
-        self.apply_registers(registers, move |f: &mut OpenFile| {
-            // A raw counter above a shorter new period interrupts at once.
-            for &cpu in &f.opener.cpus {
-                if let Some(tally) = f.tallies.get_mut(cpu as usize) {
-                    for (i, period) in changed.iter().enumerate() {
-                        if let Some(period) = *period {
-                            tally.counters[i] = tally.counters[i].with(0, period);
-                        }
-                    }
-                }
-            }
-        })
+        // A shorter period keeps the raw counters modulo it and raises no
+        // interrupt from old events (`OpenFile::narrow_residuals`).
+        self.apply_registers(registers, |_| {})
     }
 
     /// `PCNT5CTXTS`: whose threads and which modes count (docs/device.md
     /// §5.2). The process filter is the same state `PCNTLOGALL` /
     /// `PCNTLOGSELECT` set, with the same permission checks (§8).
     pub fn ev5_contexts(&mut self, word: u64) -> Result<IoctlReply, DeviceError> {
-        let contexts = ev5::decode_contexts(word)?;
+        let contexts = ev5::decode_contexts(word);
         let policy = &self.device.config.policy;
         let creds = self.caller.credentials()?;
         let tid = self.caller.tid();
