@@ -533,9 +533,16 @@ impl OpenFile {
         Ok(())
     }
 
-    /// Folds, then closes the host events.
+    /// Folds, then closes the host events. The samplers go, so what they
+    /// never sampled (a throttled idle CPU's stretch, the part of a sample
+    /// not yet reached) can no longer come in a later sample: the IPL
+    /// histogram is brought up to every interrupt counted now, even when no
+    /// host events follow (every counter turned off).
     pub fn stop_counting(&mut self, khz: u64, readers: &GroupReaders) -> Result<(), DeviceError> {
         let folded = self.fold(khz, readers);
+        if self.ipl_reconciled() {
+            self.sampled.histograms.lock().reconcile(|_| 0);
+        }
         self.host.samplers.clear();
         self.host.groups.clear();
         self.host.host_charges.clear();

@@ -442,3 +442,50 @@ fn lost_samples_are_not_booked_as_idle() {
         "the gap after no loss is idle"
     );
 }
+
+/// Turning a counter off (`PCNT5DISABLE`) replaces the open's host events,
+/// here by none: what the old samplers never sampled on a throttled idle
+/// CPU is booked as they go (all of it: no later sample can report any),
+/// so the IPL histogram still reaches the counted interrupts.
+#[test]
+fn ipl_totals_survive_turning_a_counter_off() {
+    let b = MockBackend::with_events(&[HostEvent::CpuClock]);
+    let d = crate::device::test_fixtures::device(Implementation::Ev5, &b, 2);
+    let c = caller(0);
+    let f = d.open(&c, PCNTOPENALL).unwrap();
+    call(
+        &d,
+        f,
+        &c,
+        n::PCNTSETITEMS,
+        &long(abi::PFM_COUNTERS | abi::PFM_IPL),
+    )
+    .unwrap();
+    // Counter 0 cycles; counters 1 and 2 off.
+    call(&d, f, &c, n::PCNT5DISABLE, &long(6)).unwrap();
+    call(&d, f, &c, n::PCNT5MUX, &long(0)).unwrap();
+    call(&d, f, &c, n::PCNTRENABLE, &[]).unwrap();
+    let info =
+        PfmInfo::read_from_bytes(&call(&d, f, &c, n::PCNTGETINFO, &[]).unwrap().out).unwrap();
+    let period = info.pi_period[0];
+    let w = info.pi_sample_period[0] / period;
+    // CPU 1 idle, its samplers throttled: 100 samples' worth of counter 0
+    // counted, none sampled.
+    b.advance(1, Target::AllTasks, HostEvent::CpuClock, 100 * w * period);
+    call(&d, f, &c, n::PCNT5DISABLE, &long(1)).unwrap();
+    let counted = d
+        .ioctl(f, &c, n::PCNT5GETCNT, &long(0x2000))
+        .unwrap()
+        .store
+        .unwrap();
+    let counted = <[abi::PfCntrsEv5]>::ref_from_bytes(&counted.bytes).unwrap()[0];
+    assert_eq!(counted.pf_cntr0, 100 * w);
+    // No counter is on now: no host events, and the histogram holds what
+    // the last ones counted.
+    let h = ipls(&d, f, &c)[0];
+    assert_eq!(
+        (h[0], h[7]),
+        (100 * w, 100 * w),
+        "the unsampled stretch is IPL 0 and idle: {h:?}"
+    );
+}
