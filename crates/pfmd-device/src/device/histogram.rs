@@ -63,6 +63,9 @@ pub struct Histograms {
     /// Map from CPU number to slot: `None` aggregates into slot 0.
     per_cpu: bool,
     pub ipl_on: bool,
+    /// `PFM_PROFILING` is selected: samples go to the profile's buckets.
+    /// Deselected, the range and buckets stay and nothing is added.
+    pub profile_on: bool,
     pub ipl: Vec<[u64; IPL_ENTRIES]>,
     /// Per slot, the interrupts the counting groups counted while the IPL
     /// histogram was kept (LOGALL opens that count): what its total must
@@ -81,6 +84,7 @@ impl Histograms {
         Histograms {
             per_cpu,
             ipl_on: false,
+            profile_on: false,
             ipl: vec![[0; IPL_ENTRIES]; slots],
             counted: vec![0; slots],
             lost: vec![0; slots],
@@ -115,7 +119,7 @@ impl Histograms {
                 }
             }
         }
-        if let Some(profile) = &mut self.profile {
+        if let Some(profile) = self.profile.as_mut().filter(|_| self.profile_on) {
             let kernel_sample = !sample.user;
             if kernel_sample != (profile.mode == ProfileMode::Kernel) {
                 return;

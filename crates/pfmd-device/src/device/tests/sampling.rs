@@ -187,6 +187,22 @@ fn profile_buckets_rsize_and_read_snapshots() {
         d.read(f, &c, 0, 64).unwrap(),
         ((3 * w) as u32).to_ne_bytes().to_vec()
     );
+    // Deselected while samples still come (for the IPL histogram): the
+    // buckets collect nothing until profiling is selected again.
+    call(&d, f, &c, n::PCNTSETITEMS, &long(abi::PFM_IPL)).unwrap();
+    b.emit(Target::AllTasks, sample(0x10f0, true, 42, 1), 4);
+    assert_eq!(ipls(&d, f, &c)[0][8], 4 * w, "the IPL histogram had them");
+    call(&d, f, &c, n::PCNTSETITEMS, &long(abi::PFM_PROFILING)).unwrap();
+    assert_eq!(
+        d.read(f, &c, 0, 64).unwrap(),
+        ((3 * w) as u32).to_ne_bytes().to_vec(),
+        "no bucket filled while profiling was not selected"
+    );
+    b.emit(Target::AllTasks, sample(0x10f0, true, 42, 1), 1);
+    assert_eq!(
+        d.read(f, &c, 0, 64).unwrap(),
+        ((4 * w) as u32).to_ne_bytes().to_vec()
+    );
 }
 
 #[test]
