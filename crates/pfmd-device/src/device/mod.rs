@@ -403,11 +403,17 @@ impl Device {
             // short. Calls of one reader at a time are never torn.
             if offset == 0 || file.sampled.read_snapshot.is_none() {
                 file.drain_samples();
-                let snapshot = file.sampled.histograms.lock().profile_snapshot();
-                file.sampled.read_snapshot = Some(snapshot);
+                let buckets = file.sampled.histograms.lock().profile_snapshot();
+                file.sampled.read_snapshot = Some(open_file::ReadSnapshot {
+                    buckets,
+                    charge: None,
+                });
             }
             let offset = usize::try_from(offset).unwrap_or(usize::MAX);
-            let Some(snapshot) = &file.sampled.read_snapshot else {
+            let Some(open_file::ReadSnapshot {
+                buckets: snapshot, ..
+            }) = &file.sampled.read_snapshot
+            else {
                 return Ok(Vec::new());
             };
             let bytes = snapshot.bytes(offset, size as usize);

@@ -157,12 +157,20 @@ pub struct Sampled {
     /// IPL histograms and profile buckets, shared with the sampler thread.
     pub histograms: Arc<SharedHistograms>,
     /// The snapshot one read(2) call is served from (docs/device.md §6).
-    pub read_snapshot: Option<super::histogram::BucketSnapshot>,
+    pub read_snapshot: Option<ReadSnapshot>,
     /// The budget the profile buckets are charged to.
     pub profile_charge: Option<Charge>,
     /// Per counter: Alpha events per sample (`period x weight`) of the last
     /// sampling run.
     pub sample_period: [u64; MAX_COUNTERS],
+}
+
+/// The buckets one `read(2)` call is served from, piece after piece. When a
+/// new range replaces the profile during the call, the snapshot keeps the
+/// old buckets, and their budget charge, until the call has them all.
+pub struct ReadSnapshot {
+    pub buckets: super::histogram::BucketSnapshot,
+    pub charge: Option<Charge>,
 }
 
 /// The host events counting and sampling for the open, and their budget.

@@ -83,8 +83,12 @@ impl Session<'_> {
         // The old buckets go first, so both never exist at once: a new range
         // replaces the old one, and a refused one leaves none.
         let replaced = histograms.profile.take().is_some();
-        self.file.sampled.read_snapshot = None;
-        self.file.sampled.profile_charge = None;
+        // A read(2) call in progress ends on the buckets it began with: its
+        // snapshot keeps them, and their charge, until it has them all.
+        let old_charge = self.file.sampled.profile_charge.take();
+        if let Some(read) = &mut self.file.sampled.read_snapshot {
+            read.charge = read.charge.take().or(old_charge);
+        }
         if replaced {
             super::memory::return_freed_memory();
         }

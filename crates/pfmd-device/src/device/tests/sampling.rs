@@ -148,6 +148,21 @@ fn profile_buckets_rsize_and_read_snapshots() {
     b.emit(Target::AllTasks, sample(0x10f0, true, 42, 1), 1);
     let second = d.read(f, &c, 32, 32).unwrap();
     assert_eq!([first, second].concat(), whole, "no torn histogram");
+    // A new range during the call: the call still ends on the buckets it
+    // began with, all of them.
+    let first = d.read(f, &c, 0, 32).unwrap();
+    call(&d, f, &c, n::PCNTSETURANGE, &range(0x1000, 0x1010, 4)).unwrap();
+    let second = d.read(f, &c, 32, 64).unwrap();
+    // (The old range's last bucket holds the sample taken since `whole`.)
+    let old = [&whole[..60], &(w as u32).to_ne_bytes()[..]].concat();
+    assert_eq!([first, second].concat(), old, "one call, one snapshot");
+    assert_eq!(
+        d.read(f, &c, 0, 64).unwrap(),
+        vec![0; 4],
+        "the next call reads the new range"
+    );
+    call(&d, f, &c, n::PCNTSETURANGE, &range(0x1000, 0x1100, 4)).unwrap();
+    b.emit(Target::AllTasks, sample(0x10f0, true, 42, 1), 1);
     let again = d.read(f, &c, 0, 64).unwrap();
     assert_eq!(
         u32::from_ne_bytes(again[60..64].try_into().unwrap()) as u64,
