@@ -104,6 +104,16 @@ impl Histograms {
         }
     }
 
+    /// Which of the IPL histogram and the profile collect (`PCNTSETITEMS`).
+    pub fn collecting(&self) -> (bool, bool) {
+        (self.ipl_on, self.profile_on)
+    }
+
+    pub fn set_collecting(&mut self, (ipl_on, profile_on): (bool, bool)) {
+        self.ipl_on = ipl_on;
+        self.profile_on = profile_on;
+    }
+
     /// Adds one tick of `weight` interrupts (docs/device.md §6 mappings).
     pub fn record(&mut self, sample: &Sample, weight: u64) {
         let slot = self.slot(sample.cpu);
@@ -504,6 +514,7 @@ mod tests {
     #[test]
     fn buckets_cover_stride_instructions_and_drop_other_modes() {
         let mut h = Histograms::new(false, 2);
+        h.profile_on = true;
         h.profile = Some(Profile {
             mode: ProfileMode::User,
             start: 0x1000,
@@ -530,6 +541,7 @@ mod tests {
     #[test]
     fn caller_ranges_charge_the_caller() {
         let mut h = Histograms::new(false, 1);
+        h.profile_on = true;
         h.profile = Some(Profile {
             mode: ProfileMode::Kernel,
             start: 0x8000,
@@ -633,7 +645,7 @@ mod tests {
     #[test]
     fn kernel_samples_of_a_user_only_event_are_user_ticks_outside_the_profile() {
         let mut h = Histograms::new(false, 1);
-        h.ipl_on = true;
+        h.set_collecting((true, true));
         h.profile = Some(Profile {
             mode: ProfileMode::User,
             start: 0x1000,

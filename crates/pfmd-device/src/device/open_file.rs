@@ -132,6 +132,7 @@ pub struct Opener {
 /// What the open's ioctls set. The host events follow from it
 /// ([`OpenFile::host_plan`]); every change goes through the session's
 /// `reconfigure`, which rebuilds or switches them.
+#[derive(Clone)]
 pub struct Settings {
     pub items: Items,
     /// EV67 profile-me statistic (`PCNTSETITEMS` bits 8..15).

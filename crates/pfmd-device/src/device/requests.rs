@@ -176,9 +176,10 @@ impl Session<'_> {
         self.reconfigure(|f| {
             f.settings.items = items;
             f.settings.statistic = statistic;
-            let mut histograms = f.sampled.histograms.lock();
-            histograms.ipl_on = items.contains(Items::IPL);
-            histograms.profile_on = items.contains(Items::PROFILING);
+            f.sampled
+                .histograms
+                .lock()
+                .set_collecting((items.contains(Items::IPL), items.contains(Items::PROFILING)));
         })
     }
 

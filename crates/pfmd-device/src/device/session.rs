@@ -95,6 +95,8 @@ impl Session<'_> {
             // Every event counted so far is in the tallies when `change` runs.
             file.fold(khz, &self.device.readers)?;
         }
+        let before = file.settings.clone();
+        let collecting = file.sampled.histograms.lock().collecting();
         change(file);
         file.narrow_residuals(periods);
         if built && file.host_plan() == plan {
@@ -112,17 +114,21 @@ impl Session<'_> {
             file.stop_counting(khz, &self.device.readers)?;
         }
         let online = self.device.online_cpus();
-        if let Err(e) = file.start_counting(
-            self.device.backend.as_ref(),
-            &self.device.budgets,
-            khz,
-            &online,
-        ) {
+        let backend = self.device.backend.as_ref();
+        let budgets = &self.device.budgets;
+        let Err(refused) = file.start_counting(backend, budgets, khz, &online) else {
+            return Ok(IoctlReply::none());
+        };
+        // A refused change (a budget, the host) leaves the open as it was:
+        // its settings back, counting again as before.
+        file.settings = before;
+        file.sampled.histograms.lock().set_collecting(collecting);
+        if built && let Err(again) = file.start_counting(backend, budgets, khz, &online) {
+            tracing::warn!("the open's previous host events could not be had again: {again}");
             // The settings stay; counting resumes at the next PCNTRENABLE.
             file.settings.enabled = false;
-            return Err(e);
         }
-        Ok(IoctlReply::none())
+        Err(refused)
     }
 
     /// Applies new registers to the open: resolves every counter they make
@@ -140,18 +146,18 @@ impl Session<'_> {
                 *slot = Some(self.resolve_setting(&setting)?);
             }
         }
-        self.device.store.carry(
-            self.file.opener.uid,
-            CounterState {
-                registers: registers.clone(),
-                counters: counters.clone(),
-            },
-        );
-        self.reconfigure(|f| {
+        let carried = CounterState {
+            registers: registers.clone(),
+            counters: counters.clone(),
+        };
+        let reply = self.reconfigure(|f| {
             f.settings.registers = registers;
             f.settings.counters = counters;
             change(f);
-        })
+        })?;
+        // Only a selection the open took is the user's next open's.
+        self.device.store.carry(self.file.opener.uid, carried);
+        Ok(reply)
     }
 
     /// The counts of each of the open's CPUs as of now, with `pr_cycle`.

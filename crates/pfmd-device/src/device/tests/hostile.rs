@@ -296,6 +296,34 @@ fn perf_descriptors_are_budgeted() {
     ioctl(&d, f, &c, n::PCNTSETITEMS, abi::PFM_COUNTERS).expect("2 descriptors fit");
 }
 
+/// A change the budgets refuse leaves the open as it was: its items, its
+/// enable, and counting (a refused `PCNTLOGSELECT` of a 127th thread once
+/// left the open disabled, and `PCNTRENABLE` refused too).
+#[test]
+fn a_refused_change_leaves_the_open_counting_as_before() {
+    let b = MockBackend::with_events(&[CLK]);
+    // Two counting descriptors fit, the IPL samplers' two more do not.
+    let limits = Limits::new((1 << 30, 1 << 30), (100, 3), (1 << 30, 1 << 30), 8);
+    let d = device_with_limits(Implementation::Ev4, &b, 0, limits);
+    let c = user(71, vec![0, 1]);
+    let f = d.open(&c, PCNTOPENALL).unwrap();
+    ioctl(&d, f, &c, n::PCNTSETMUX, Iccsr::new(0xa, 0, 1, 0, 2).0).unwrap();
+    ioctl(&d, f, &c, n::PCNTLOGSELECT, 0).unwrap();
+    ioctl(&d, f, &c, n::PCNTRENABLE, 0).unwrap();
+    b.advance(0, Target::Thread(71), CLK, 4096 * 3);
+    assert_eq!(
+        ioctl(&d, f, &c, n::PCNTSETITEMS, abi::PFM_COUNTERS | abi::PFM_IPL).unwrap_err(),
+        Errno::EBUSY
+    );
+    let i = info(&d, f, &c);
+    assert_eq!(i.pi_items, abi::PFM_COUNTERS, "the items as they were");
+    assert_ne!(i.pi_flags & abi::PFM_INFO_ENABLED, 0, "still enabled");
+    b.advance(1, Target::Thread(71), CLK, 4096 * 2);
+    assert_eq!(counts(&d, f, &c).pf_cntr0, 5, "counting on, nothing lost");
+    ioctl(&d, f, &c, n::PCNTRDISABLE, 0).unwrap();
+    ioctl(&d, f, &c, n::PCNTRENABLE, 0).expect("enabling again works");
+}
+
 #[test]
 fn a_panic_in_a_request_is_eio_and_the_device_serves_on() {
     let b = MockBackend::with_events(&[CLK]);
