@@ -148,11 +148,10 @@ fn bind_to(cpu: usize) -> CpuSet {
 /// mode) and sets a user range of 64 MiB of buckets from each thread, over
 /// and over; prints how many sets it made.
 fn range_setter(device: PathBuf, threads: usize, seconds: f64) {
+    let allowed = sched_getaffinity(Pid::from_raw(0)).expect("sched_getaffinity");
     let last = (0..CpuSet::count())
-        .filter(|&c| {
-            sched_getaffinity(Pid::from_raw(0)).is_ok_and(|s| s.is_set(c).unwrap_or(false))
-        })
-        .last()
+        .rev()
+        .find(|&c| allowed.is_set(c).unwrap_or(false))
         .expect("an allowed CPU");
     bind_to(last);
     let holder = pfm_client::Device::open(&device, OpenMode::One).expect("the setter's open");
