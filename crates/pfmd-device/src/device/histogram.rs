@@ -57,6 +57,14 @@ impl Profile {
     }
 }
 
+/// See [`Histograms::collecting`].
+#[derive(Debug, Clone, Copy)]
+pub struct Collecting {
+    ipl: bool,
+    profile: bool,
+    caller_mode: Option<bool>,
+}
+
 /// What the sinks fill: per CPU slot (one slot unless the open is EACH).
 #[derive(Debug)]
 pub struct Histograms {
@@ -104,14 +112,22 @@ impl Histograms {
         }
     }
 
-    /// Which of the IPL histogram and the profile collect (`PCNTSETITEMS`).
-    pub fn collecting(&self) -> (bool, bool) {
-        (self.ipl_on, self.profile_on)
+    /// What `PCNTSETITEMS` and `PCNTCALLER` set here, for a refused change
+    /// to put back ([`Histograms::restore`]).
+    pub fn collecting(&self) -> Collecting {
+        Collecting {
+            ipl: self.ipl_on,
+            profile: self.profile_on,
+            caller_mode: self.profile.as_ref().map(|p| p.caller_mode),
+        }
     }
 
-    pub fn set_collecting(&mut self, (ipl_on, profile_on): (bool, bool)) {
-        self.ipl_on = ipl_on;
-        self.profile_on = profile_on;
+    pub fn restore(&mut self, collecting: Collecting) {
+        self.ipl_on = collecting.ipl;
+        self.profile_on = collecting.profile;
+        if let (Some(profile), Some(caller_mode)) = (&mut self.profile, collecting.caller_mode) {
+            profile.caller_mode = caller_mode;
+        }
     }
 
     /// Adds one tick of `weight` interrupts (docs/device.md §6 mappings).
@@ -673,7 +689,8 @@ mod tests {
     #[test]
     fn kernel_samples_of_a_user_only_event_are_user_ticks_outside_the_profile() {
         let mut h = Histograms::new(false, 1);
-        h.set_collecting((true, true));
+        h.ipl_on = true;
+        h.profile_on = true;
         h.profile = Some(Profile {
             mode: ProfileMode::User,
             start: 0x1000,

@@ -180,6 +180,10 @@ struct HostEvents {
     groups: Vec<LiveGroup>,
     samplers: Vec<Box<dyn SamplingStream>>,
     host_charges: Vec<Charge>,
+    /// They count every task on their CPUs in kernel mode too (LOGALL),
+    /// as the settings were when they opened: see
+    /// [`OpenFile::ipl_reconciled`].
+    system_wide_with_kernel: bool,
 }
 
 pub struct OpenFile {
@@ -508,11 +512,11 @@ impl OpenFile {
     /// Whether the IPL histogram's total is kept up with the counting
     /// groups' interrupts (docs/device.md §6): CPU-wide samplers, whose
     /// idle stretches the kernel may throttle, counting kernel mode (where
-    /// idle time is), next to counting groups.
+    /// idle time is), next to counting groups. A fact of the host events
+    /// open now, which a settings change about to replace them does not
+    /// alter.
     fn ipl_reconciled(&self) -> bool {
-        let modes = self.modes();
-        self.settings.scope == Scope::LogAll
-            && modes.kernel
+        self.host.system_wide_with_kernel
             && !self.host.samplers.is_empty()
             && !self.host.groups.is_empty()
     }
@@ -634,6 +638,8 @@ impl OpenFile {
             self.host.samplers.clear();
             self.host.host_charges.clear();
         }
+        self.host.system_wide_with_kernel =
+            self.settings.scope == Scope::LogAll && self.modes().kernel;
         result
     }
 

@@ -80,11 +80,11 @@ impl Session<'_> {
                 config.max_profile_bytes
             )));
         }
-        // The old buckets go first, so both never exist at once: a new range
-        // replaces the old one, and a refused one leaves none.
+        // The old buckets go first: a new range replaces the old one, and a
+        // refused one leaves none. A read(2) call in progress ends on the
+        // buckets it began with: its snapshot keeps them, and their charge,
+        // while the budget has room for the new range too.
         let replaced = histograms.profile.take().is_some();
-        // A read(2) call in progress ends on the buckets it began with: its
-        // snapshot keeps them, and their charge, until it has them all.
         let old_charge = self.file.sampled.profile_charge.take();
         if let Some(read) = &mut self.file.sampled.read_snapshot {
             read.charge = read.charge.take().or(old_charge);
@@ -92,11 +92,21 @@ impl Session<'_> {
         if replaced {
             super::memory::return_freed_memory();
         }
-        let charge = self.device.budgets.charge(
-            self.file.opener.uid,
-            Resource::ProfileBytes,
-            bytes.saturating_mul(2),
-        )?;
+        let charge = |device: &super::Device| {
+            device.budgets.charge(
+                self.file.opener.uid,
+                Resource::ProfileBytes,
+                bytes.saturating_mul(2),
+            )
+        };
+        let charge = match charge(self.device) {
+            Ok(charge) => charge,
+            // No room for both: the kept buckets give way (a call that read
+            // less than the whole profile leaves its snapshot until the next
+            // call, so it may be no call in progress at all).
+            Err(_) if self.file.sampled.read_snapshot.take().is_some() => charge(self.device)?,
+            Err(e) => return Err(e),
+        };
         let cells = usize::try_from(buckets)
             .ok()
             .and_then(|per_slot| Buckets::zeroed(slots as usize, per_slot))

@@ -176,10 +176,9 @@ impl Session<'_> {
         self.reconfigure(|f| {
             f.settings.items = items;
             f.settings.statistic = statistic;
-            f.sampled
-                .histograms
-                .lock()
-                .set_collecting((items.contains(Items::IPL), items.contains(Items::PROFILING)));
+            let mut histograms = f.sampled.histograms.lock();
+            histograms.ipl_on = items.contains(Items::IPL);
+            histograms.profile_on = items.contains(Items::PROFILING);
         })
     }
 

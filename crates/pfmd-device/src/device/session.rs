@@ -122,7 +122,7 @@ impl Session<'_> {
         // A refused change (a budget, the host) leaves the open as it was:
         // its settings back, counting again as before.
         file.settings = before;
-        file.sampled.histograms.lock().set_collecting(collecting);
+        file.sampled.histograms.lock().restore(collecting);
         if built && let Err(again) = file.start_counting(backend, budgets, khz, &online) {
             tracing::warn!("the open's previous host events could not be had again: {again}");
             // The settings stay; counting resumes at the next PCNTRENABLE.

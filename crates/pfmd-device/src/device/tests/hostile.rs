@@ -279,6 +279,24 @@ fn profile_memory_is_budgeted_per_user_across_opens_and_freed_at_close() {
     range(&d, f0, &on(0), 0x10000, 0x10000 + 64 * 1024).expect("freed at close");
 }
 
+/// A short `read(2)` leaves its snapshot of the buckets until the next call;
+/// a new range then still fits the budget the old one did: the kept
+/// buckets give way rather than the range being refused.
+#[test]
+fn a_kept_read_snapshot_gives_way_to_a_new_range() {
+    let b = MockBackend::with_events(&[CLK]);
+    // 16 KiB of buckets is charged 32 KiB: one range fits, two do not.
+    let limits = Limits::new((1 << 20, 48 << 10), (4096, 1024), (1 << 30, 1 << 30), 8);
+    let d = device_with_limits(Implementation::Ev4, &b, 2, limits);
+    let c = user(52, vec![0]);
+    let f = d.open(&c, PCNTOPENONE).unwrap();
+    ioctl(&d, f, &c, n::PCNTSETITEMS, abi::PFM_PROFILING).unwrap();
+    range(&d, f, &c, 0x10000, 0x10000 + 64 * 1024).unwrap();
+    assert_eq!(d.read(f, &c, 0, 4).unwrap(), vec![0; 4], "a short read");
+    range(&d, f, &c, 0x20000, 0x20000 + 64 * 1024).expect("the new range fits");
+    assert_eq!(d.read(f, &c, 0, 8).unwrap(), vec![0; 8]);
+}
+
 #[test]
 fn perf_descriptors_are_budgeted() {
     let b = MockBackend::with_events(&[CLK]);

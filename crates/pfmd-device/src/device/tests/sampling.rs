@@ -520,3 +520,22 @@ fn ipl_totals_survive_turning_a_counter_off() {
         "the unsampled stretch is IPL 0 and idle: {h:?}"
     );
 }
+
+/// The reconcile at a close is decided by the host events being closed,
+/// not by the settings that replace them: LOGALL samplers that never
+/// sampled an idle CPU are booked when `PCNTLOGSELECT` replaces them.
+#[test]
+fn ipl_totals_survive_a_change_to_logselect() {
+    let b = MockBackend::with_events(&[HostEvent::CpuClock]);
+    let d = device(&b);
+    let c = caller(0);
+    let (f, w) = sampling(&d, &c, PCNTOPENALL, abi::PFM_COUNTERS | abi::PFM_IPL);
+    b.advance(1, Target::AllTasks, HostEvent::CpuClock, 100 * w * 4096);
+    call(&d, f, &c, n::PCNTLOGSELECT, &[]).unwrap();
+    let h = ipls(&d, f, &c)[0];
+    assert_eq!(
+        (h[0], h[7]),
+        (100 * w, 100 * w),
+        "the LOGALL stretch is IPL 0 and idle: {h:?}"
+    );
+}
