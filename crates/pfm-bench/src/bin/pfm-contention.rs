@@ -2,8 +2,8 @@
 //! reads its counts (`PCNTGETCNT`, ALL mode, counting cycles) as fast as it
 //! can, alone, then while 8 unprivileged processes each poll `open()` every
 //! millisecond, then while one unprivileged process does so from 64
-//! threads. Then, holding CPU 0 alone (ONE mode) and reading every
-//! millisecond, alone and while one
+//! threads. Then, holding the first allowed CPU alone (ONE mode) and
+//! reading every millisecond (it needs two CPUs), alone and while one
 //! unprivileged process holding the last CPU sets a 64 MiB profile range
 //! over and over from 4 threads (as many as the daemon's default FUSE
 //! readers). Prints the holder's calls/s, p50, p99 and max per phase, the
@@ -339,21 +339,25 @@ fn main() {
     print("64 threads polling open()", &many, Some(&alone));
     println!("  {many_pollers}");
 
-    // ONE mode on CPU 0, alone and beside another user's range setter on
-    // the last CPU.
-    let affinity = bind_to(0);
+    // ONE mode on the first allowed CPU, alone and beside another user's
+    // range setter on the last.
+    let allowed = sched_getaffinity(Pid::from_raw(0)).expect("sched_getaffinity");
+    let first = (0..CpuSet::count())
+        .find(|&c| allowed.is_set(c).unwrap_or(false))
+        .expect("an allowed CPU");
+    let affinity = bind_to(first);
     let one_alone = hold(
         &device,
         seconds,
         OpenMode::One,
         Some(Duration::from_millis(1)),
     );
-    print("ONE on CPU 0, every 1 ms, alone", &one_alone, None);
+    print("ONE on one CPU, every 1 ms, alone", &one_alone, None);
     // The setter inherits this thread's affinity: give it every CPU back,
     // so that it takes the last.
     sched_setaffinity(Pid::from_raw(0), &affinity).expect("sched_setaffinity");
     let setter = start_as_nobody("--range-setter", &device, 1, 4, seconds + settle + 1.0);
-    bind_to(0);
+    bind_to(first);
     std::thread::sleep(Duration::from_secs_f64(settle));
     let beside = hold(
         &device,
