@@ -1271,7 +1271,7 @@ for m in all each each all; do
   eval "wait \$pid_rss_$r"; rc=$?
   hostile_client peek $D >/dev/null
   k=0
-  while [ $(rss) -gt $((base + (peak - base) / 20)) ] && [ $k -lt 600 ]; do sleep 0.05; k=$((k+1)); done
+  while [ $(rss) -gt $((base + 1024)) ] && [ $k -lt 600 ]; do sleep 0.05; k=$((k+1)); done
   echo "@@begin rss_$r"; cat /tmp/rss_$r.out; echo "mode=$m base=$base peak=$peak after=$(rss)"; echo "@@end rss_$r rc=$rc"
 done
 stop stop_i
@@ -1671,11 +1671,11 @@ fn hostile_suite_over_cuse_in_a_vm() {
         let rise = peak.saturating_sub(base);
         eprintln!("{test}: RSS round {round}: base {base} KiB, peak {peak} KiB, after {after} KiB");
         assert!(
-            rise >= BUCKET_BYTES / 1024 * 3 / 4,
-            "round {round}: the buckets did not show in the RSS (base {base} KiB, peak {peak} KiB)"
+            rise < BUCKET_BYTES / 1024 / 8,
+            "round {round}: untouched buckets took memory (base {base} KiB, peak {peak} KiB)"
         );
         assert!(
-            after <= base + rise / 20,
+            after <= base + 1024,
             "round {round}: the RSS stayed up after the close: base {base} KiB, peak {peak} KiB, after {after} KiB"
         );
     }

@@ -522,15 +522,16 @@ fn profile_memory_per_user_is_enforced(channel: Channel) {
     no_bugs(&daemon);
 }
 
-/// The daemon gives a big profile's memory back: 48 MiB of buckets (a 192
-/// MiB range at stride 4 in ALL, the same bytes split over the CPUs in
-/// EACH) raise its RSS, and after the close its RSS comes back down, four
-/// times over. Each round reads the whole profile, whose pieces and
-/// snapshot are allocations of their own. (Before the daemon mapped large
-/// allocations, 3-4 MiB stayed in glibc's thread heaps after each round
-/// here, and 20 MiB and more after other patterns of reads.) The peak is
-/// measured in the same test; the slack is a twentieth of the rise (0.1-0.3
-/// MiB stay now).
+/// A big profile costs the daemon no lasting memory: 48 MiB of buckets (a
+/// 192 MiB range at stride 4 in ALL, the same bytes split over the CPUs in
+/// EACH) that no sample reached are one shared chunk of zeros, so setting
+/// and reading them raises its RSS by far less than their size, and after
+/// the close its RSS is back within 1 MiB of where it was, four times over.
+/// Each round reads the whole profile, whose pieces are allocations of their
+/// own. (Before the daemon mapped large allocations, 3-4 MiB stayed in
+/// glibc's thread heaps after each round here, and 20 MiB and more after
+/// other patterns of reads; before the shared chunk, the buckets showed in
+/// full.)
 fn daemon_rss_comes_back_down_after_a_big_profile(channel: Channel) {
     let _serial = serial();
     let name = "daemon_rss_comes_back_down_after_a_big_profile";
@@ -540,6 +541,7 @@ fn daemon_rss_comes_back_down_after_a_big_profile(channel: Channel) {
     let daemon = Daemon::on(channel, &[]);
     const RANGE: u64 = 192 << 20;
     const BUCKET_BYTES: u64 = RANGE / 4;
+    const RSS_SLACK_KIB: u64 = 1024;
     // Warm up the daemon's threads and allocator first.
     drop(open_when_free(&daemon, OpenMode::All));
     let base = rss_kib(daemon.pid());
@@ -565,12 +567,12 @@ fn daemon_rss_comes_back_down_after_a_big_profile(channel: Channel) {
         drop(open_when_free(&daemon, OpenMode::All));
         let rise = peak.saturating_sub(base);
         assert!(
-            rise >= BUCKET_BYTES / 1024 * 3 / 4,
-            "the buckets did not show in the RSS (base {base} KiB, peak {peak} KiB)"
+            rise < BUCKET_BYTES / 1024 / 8,
+            "untouched buckets took memory (base {base} KiB, peak {peak} KiB)"
         );
         let waited = Instant::now();
         let mut after = rss_kib(daemon.pid());
-        while after > base + rise / 20 && waited.elapsed() < Duration::from_secs(30) {
+        while after > base + RSS_SLACK_KIB && waited.elapsed() < Duration::from_secs(30) {
             std::thread::sleep(Duration::from_millis(50));
             after = rss_kib(daemon.pid());
         }
@@ -579,7 +581,7 @@ fn daemon_rss_comes_back_down_after_a_big_profile(channel: Channel) {
             waited.elapsed().as_millis()
         );
         assert!(
-            after <= base + rise / 20,
+            after <= base + RSS_SLACK_KIB,
             "round {round} ({mode:?}): RSS stayed up 30 s after the close: base {base} KiB, peak {peak} KiB, after {after} KiB"
         );
     }
