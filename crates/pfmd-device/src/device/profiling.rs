@@ -86,8 +86,11 @@ impl Session<'_> {
         // while the budget has room for the new range too.
         let replaced = histograms.profile.take().is_some();
         let old_charge = self.file.sampled.profile_charge.take();
-        if let Some(read) = &mut self.file.sampled.read_snapshot {
-            read.charge = read.charge.take().or(old_charge);
+        match &mut self.file.sampled.read_snapshot {
+            Some(read) => read.charge = read.charge.take().or(old_charge),
+            // No read keeps the old buckets: their charge goes with them,
+            // before the new range's is taken.
+            None => drop(old_charge),
         }
         if replaced {
             super::memory::return_freed_memory();

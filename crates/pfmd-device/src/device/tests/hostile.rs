@@ -292,8 +292,11 @@ fn a_kept_read_snapshot_gives_way_to_a_new_range() {
     let f = d.open(&c, PCNTOPENONE).unwrap();
     ioctl(&d, f, &c, n::PCNTSETITEMS, abi::PFM_PROFILING).unwrap();
     range(&d, f, &c, 0x10000, 0x10000 + 64 * 1024).unwrap();
+    range(&d, f, &c, 0x10000, 0x10000 + 64 * 1024).expect("a replacement fits");
+    range(&d, f, &c, 0x10000, 0x10000 + 64 * 1024).expect("and another");
     assert_eq!(d.read(f, &c, 0, 4).unwrap(), vec![0; 4], "a short read");
     range(&d, f, &c, 0x20000, 0x20000 + 64 * 1024).expect("the new range fits");
+    range(&d, f, &c, 0x20000, 0x20000 + 64 * 1024).expect("and the next");
     assert_eq!(d.read(f, &c, 0, 8).unwrap(), vec![0; 8]);
 }
 
