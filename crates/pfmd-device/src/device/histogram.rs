@@ -173,19 +173,10 @@ impl Histograms {
         }
     }
 
-    /// Ticks known to be idle time on `cpu` (IPL0 and idle), for the IPL
-    /// histogram only: no PC is known for them.
-    pub fn record_idle(&mut self, cpu: u32, weight: u64) {
-        if self.ipl_on {
-            let slot = self.slot(cpu);
-            self.ipl[slot][IPL_ZERO] += weight;
-            self.ipl[slot][IPL_IDLE] += weight;
-        }
-    }
-
     /// The idle gap a CPU-wide sample ended on `cpu` (its count covers a
-    /// stretch no sample reported), less what a reconcile already booked as
-    /// idle there: the same stretch is never booked twice. (A read during
+    /// stretch no sample reported), as IPL0 and idle ticks for the IPL
+    /// histogram only (no PC is known for them), less what a reconcile
+    /// already booked as idle there: the same stretch is never booked twice. (A read during
     /// the gap books it from the counting groups; the sample that ends the
     /// gap, when its count covers it, books it again otherwise: 7,000 idle
     /// ticks over the counted interrupts in one second of an idle CPU.)
