@@ -135,6 +135,14 @@ fn poller(device: PathBuf, threads: usize, seconds: f64) {
     );
 }
 
+/// The CPUs the calling thread may run on, in order.
+fn allowed_cpus() -> Vec<usize> {
+    let allowed = sched_getaffinity(Pid::from_raw(0)).expect("sched_getaffinity");
+    (0..CpuSet::count())
+        .filter(|&c| allowed.is_set(c).unwrap_or(false))
+        .collect()
+}
+
 /// Binds the calling thread to `cpu` alone; returns the affinity it had.
 fn bind_to(cpu: usize) -> CpuSet {
     let before = sched_getaffinity(Pid::from_raw(0)).expect("sched_getaffinity");
@@ -148,11 +156,7 @@ fn bind_to(cpu: usize) -> CpuSet {
 /// mode) and sets a user range of 64 MiB of buckets from each thread, over
 /// and over; prints how many sets it made.
 fn range_setter(device: PathBuf, threads: usize, seconds: f64) {
-    let allowed = sched_getaffinity(Pid::from_raw(0)).expect("sched_getaffinity");
-    let last = (0..CpuSet::count())
-        .rev()
-        .find(|&c| allowed.is_set(c).unwrap_or(false))
-        .expect("an allowed CPU");
+    let last = *allowed_cpus().last().expect("an allowed CPU");
     bind_to(last);
     let holder = pfm_client::Device::open(&device, OpenMode::One).expect("the setter's open");
     holder.set_items(Items::PROFILING).expect("PCNTSETITEMS");
@@ -214,42 +218,33 @@ fn start_pollers(device: &Path, processes: usize, threads: usize, seconds: f64) 
     start_as_nobody("--poller", device, processes, threads, seconds)
 }
 
-/// The sum of `key=N` over what `children` printed.
-fn poller_totals_of(children: Vec<Child>, key: &str) -> u64 {
+/// What `children` printed, once they have finished.
+fn outputs(children: Vec<Child>) -> String {
     children
         .into_iter()
-        .map(|c| {
-            let out = c.wait_with_output().unwrap();
-            String::from_utf8_lossy(&out.stdout)
-                .split_whitespace()
-                .filter_map(|w| w.split_once('='))
-                .filter(|(k, _)| *k == key)
-                .filter_map(|(_, v)| v.parse::<u64>().ok())
-                .sum::<u64>()
-        })
+        .map(|c| String::from_utf8_lossy(&c.wait_with_output().unwrap().stdout).into_owned())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The sum of the `key=N` words in `text`.
+fn total(text: &str, key: &str) -> u64 {
+    text.split_whitespace()
+        .filter_map(|w| w.split_once('='))
+        .filter(|(k, _)| *k == key)
+        .filter_map(|(_, v)| v.parse::<u64>().ok())
         .sum()
 }
 
 fn poller_totals(pollers: Vec<Child>) -> String {
-    let (mut attempts, mut busy, mut opened, mut other) = (0u64, 0u64, 0u64, 0u64);
-    for p in pollers {
-        let out = p.wait_with_output().unwrap();
-        let text = String::from_utf8_lossy(&out.stdout);
-        for word in text.split_whitespace() {
-            let Some((k, v)) = word.split_once('=') else {
-                continue;
-            };
-            let v: u64 = v.parse().unwrap_or(0);
-            match k {
-                "attempts" => attempts += v,
-                "ebusy" => busy += v,
-                "opened" => opened += v,
-                "other" => other += v,
-                _ => {}
-            }
-        }
-    }
-    format!("pollers: {attempts} opens, {busy} EBUSY, {opened} got in, {other} other errors")
+    let text = outputs(pollers);
+    format!(
+        "pollers: {} opens, {} EBUSY, {} got in, {} other errors",
+        total(&text, "attempts"),
+        total(&text, "ebusy"),
+        total(&text, "opened"),
+        total(&text, "other")
+    )
 }
 
 fn print(name: &str, f: &Figures, alone: Option<&Figures>) {
@@ -341,10 +336,7 @@ fn main() {
 
     // ONE mode on the first allowed CPU, alone and beside another user's
     // range setter on the last.
-    let allowed = sched_getaffinity(Pid::from_raw(0)).expect("sched_getaffinity");
-    let first = (0..CpuSet::count())
-        .find(|&c| allowed.is_set(c).unwrap_or(false))
-        .expect("an allowed CPU");
+    let first = allowed_cpus()[0];
     let affinity = bind_to(first);
     let one_alone = hold(
         &device,
@@ -365,7 +357,7 @@ fn main() {
         OpenMode::One,
         Some(Duration::from_millis(1)),
     );
-    let sets = poller_totals_of(setter, "sets");
+    let sets = total(&outputs(setter), "sets");
     print("beside 4 threads setting 64 MiB", &beside, Some(&one_alone));
     println!("  range setter: {sets} PCNTSETURANGE of 64 MiB of buckets");
     sched_setaffinity(Pid::from_raw(0), &affinity).expect("sched_setaffinity");

@@ -143,14 +143,15 @@ impl Ev5Freq {
 /// passed nothing else to the chip, so every word sets all three periods, a
 /// field of 0 means the low frequency, and other bits are ignored.
 pub fn decode_freq(word: u64) -> Ev5Freq {
-    const FIELDS: [(u32, u64); 3] = [(8, 65536), (6, 65536), (4, 16384)];
-    Ev5Freq {
-        periods: FIELDS.map(
-            |(shift, low)| {
-                if (word >> shift) & 1 != 0 { 256 } else { low }
-            },
-        ),
+    /// Where each counter's field starts.
+    const FIELD_SHIFTS: [u32; 3] = [8, 6, 4];
+    let mut periods = DEFAULT_PERIODS;
+    for (period, shift) in periods.iter_mut().zip(FIELD_SHIFTS) {
+        if (word >> shift) & 1 != 0 {
+            *period = 256;
+        }
     }
+    Ev5Freq { periods }
 }
 
 /// Whose threads `PCNT5CTXTS` counts.

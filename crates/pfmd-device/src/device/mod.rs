@@ -410,10 +410,7 @@ impl Device {
                 });
             }
             let offset = usize::try_from(offset).unwrap_or(usize::MAX);
-            let Some(open_file::ReadSnapshot {
-                buckets: snapshot, ..
-            }) = &file.sampled.read_snapshot
-            else {
+            let Some(snapshot) = file.sampled.read_snapshot.as_ref().map(|r| &r.buckets) else {
                 return Ok(Vec::new());
             };
             let bytes = snapshot.bytes(offset, size as usize);

@@ -95,19 +95,15 @@ impl Session<'_> {
         if replaced {
             super::memory::return_freed_memory();
         }
-        let charge = |device: &super::Device| {
-            device.budgets.charge(
-                self.file.opener.uid,
-                Resource::ProfileBytes,
-                bytes.saturating_mul(2),
-            )
-        };
-        let charge = match charge(self.device) {
+        let (budgets, uid) = (&self.device.budgets, self.file.opener.uid);
+        let charge_buckets =
+            || budgets.charge(uid, Resource::ProfileBytes, bytes.saturating_mul(2));
+        let charge = match charge_buckets() {
             Ok(charge) => charge,
             // No room for both: the kept buckets give way (a call that read
             // less than the whole profile leaves its snapshot until the next
             // call, so it may be no call in progress at all).
-            Err(_) if self.file.sampled.read_snapshot.take().is_some() => charge(self.device)?,
+            Err(_) if self.file.sampled.read_snapshot.take().is_some() => charge_buckets()?,
             Err(e) => return Err(e),
         };
         let cells = usize::try_from(buckets)

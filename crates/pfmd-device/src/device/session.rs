@@ -125,7 +125,8 @@ impl Session<'_> {
         file.sampled.histograms.lock().restore(collecting);
         if built && let Err(again) = file.start_counting(backend, budgets, khz, &online) {
             tracing::warn!("the open's previous host events could not be had again: {again}");
-            // The settings stay; counting resumes at the next PCNTRENABLE.
+            // The previous settings stay; counting resumes at the next
+            // PCNTRENABLE.
             file.settings.enabled = false;
         }
         Err(refused)
