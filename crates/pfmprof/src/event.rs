@@ -428,12 +428,6 @@ fn period_of(
     )))
 }
 
-/// `PF5_C0_INT_EVERY_*` and its kin: per counter the shift of its two-bit
-/// `PCNT5FREQ` field; 3 is every 256 events, 2 the low frequency.
-const PF5_FREQ_SHIFT: [u32; 3] = [8, 6, 4];
-const PF5_FREQ_EVERY_256: u64 = 3;
-const PF5_FREQ_LOW: u64 = 2;
-
 fn programming(
     implementation: Implementation,
     event: &AlphaEvent,
@@ -448,14 +442,9 @@ fn programming(
             iccsr: ev4_iccsr(event.code, counter, period),
         },
         Family::Ev5 => {
-            let field = if period == 256 {
-                PF5_FREQ_EVERY_256
-            } else {
-                PF5_FREQ_LOW
-            };
             Programming::Ev5 {
                 off: others,
-                freq: field << PF5_FREQ_SHIFT[counter],
+                freq: pfm_model::ev5::freq_field(counter, period == 256),
                 // The event's code sits in its own field; the other fields
                 // select valid events of counters that stay off.
                 mux: event.code,

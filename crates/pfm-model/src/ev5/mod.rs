@@ -123,6 +123,16 @@ impl Ev5Mux {
     }
 }
 
+/// Where each counter's two-bit `PCNT5FREQ` field starts.
+const FREQ_FIELD_SHIFTS: [u32; 3] = [8, 6, 4];
+
+/// The `PCNT5FREQ` field of `counter` (`PF5_Cn_INT_EVERY_*`): every 256
+/// events (3), else its low frequency (2); other counters' fields 0.
+pub fn freq_field(counter: usize, every_256: bool) -> u64 {
+    let value = if every_256 { 3 } else { 2 };
+    value << FREQ_FIELD_SHIFTS[counter]
+}
+
 /// A `PCNT5FREQ` word: the period of each counter.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Ev5Freq {
@@ -143,10 +153,8 @@ impl Ev5Freq {
 /// passed nothing else to the chip, so every word sets all three periods, a
 /// field of 0 means the low frequency, and other bits are ignored.
 pub fn decode_freq(word: u64) -> Ev5Freq {
-    /// Where each counter's field starts.
-    const FIELD_SHIFTS: [u32; 3] = [8, 6, 4];
     let mut periods = DEFAULT_PERIODS;
-    for (period, shift) in periods.iter_mut().zip(FIELD_SHIFTS) {
+    for (period, shift) in periods.iter_mut().zip(FREQ_FIELD_SHIFTS) {
         if (word >> shift) & 1 != 0 {
             *period = 256;
         }
@@ -334,6 +342,19 @@ mod tests {
         assert_eq!(decode_freq(0).periods, [65536, 65536, 16384]);
         assert_eq!(
             decode_freq(0x1000 | 0x40 | 0x1).periods,
+            [65536, 256, 16384]
+        );
+        assert_eq!(
+            [
+                freq_field(0, true),
+                freq_field(1, false),
+                freq_field(2, true)
+            ],
+            [0x300, 0x80, 0x30],
+            "PF5_C0_INT_EVERY_256, PF5_C1_INT_EVERY_65536, PF5_C2_INT_EVERY_256"
+        );
+        assert_eq!(
+            decode_freq(freq_field(1, true)).periods,
             [65536, 256, 16384]
         );
     }
