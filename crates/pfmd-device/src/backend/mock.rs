@@ -27,6 +27,8 @@ struct World {
     switches: Vec<Switch>,
     /// Offline CPUs: a CPU-wide event there is `ENODEV`, as the kernel's.
     offline: HashSet<u32>,
+    /// Enabling a group fails (a host ioctl error), changing nothing.
+    failing_enable: bool,
 }
 
 /// One enable (`true`) or disable call on a host event.
@@ -101,6 +103,11 @@ impl MockBackend {
 
     pub fn set_panic_on_open(&self, panic: bool) {
         self.world.lock().unwrap().panic_on_open = panic;
+    }
+
+    /// Makes enabling a group fail with `EIO` (or work again).
+    pub fn set_failing_enable(&self, failing: bool) {
+        self.world.lock().unwrap().failing_enable = failing;
     }
 
     /// `ESRCH` for an event on a thread that has exited, `ENODEV` for a
@@ -231,6 +238,12 @@ struct MockGroup {
 
 impl CountingGroup for MockGroup {
     fn enable(&mut self) -> Result<(), BackendError> {
+        if self.backend.world.lock().unwrap().failing_enable {
+            return Err(BackendError::Io {
+                op: "enable",
+                errno: nix::errno::Errno::EIO,
+            });
+        }
         self.backend.switched(Switch::Group(true));
         if let Some(at) = self.disabled_at.take() {
             let now = self.backend.totals(&self.spec);

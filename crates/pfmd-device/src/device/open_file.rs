@@ -352,6 +352,37 @@ impl OpenFile {
         }
     }
 
+    /// Undoes a refused change's edits of the tallies (a preload, a
+    /// narrowing): each CPU's counters go back to `before`, plus the events
+    /// folded since the change took `changed` (counted at the periods of
+    /// the change, `new_periods`), now counted at the periods of `before`
+    /// (`old_periods`). A counter off on either side had none.
+    pub fn roll_back_tallies(
+        &mut self,
+        before: Vec<CpuTally>,
+        changed: &[CpuTally],
+        old_periods: [Option<u64>; MAX_COUNTERS],
+        new_periods: [Option<u64>; MAX_COUNTERS],
+        now_cycles: u64,
+    ) {
+        let mut restored = before;
+        for (cpu, tally) in restored.iter_mut().enumerate() {
+            let (Some(now), Some(then)) = (self.tallies.get(cpu), changed.get(cpu)) else {
+                continue;
+            };
+            let mut counters = tally.counters;
+            for (i, counter) in counters.iter_mut().enumerate() {
+                if let (Some(old), Some(new)) = (old_periods[i], new_periods[i]) {
+                    let events = now.counters[i].events_since(then.counters[i], new);
+                    *counter = counter.with(events, old);
+                }
+            }
+            tally.counters = counters;
+            tally.stamp(&counters, now_cycles);
+        }
+        self.tallies = restored;
+    }
+
     /// Delivers every sample taken so far into the histograms.
     pub fn drain_samples(&mut self) {
         for sampler in &mut self.host.samplers {

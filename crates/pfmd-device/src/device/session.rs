@@ -80,7 +80,10 @@ impl Session<'_> {
         }
     }
 
-    /// Applies a settings change: stop counting, change, start again if enabled.
+    /// Applies a settings change: stop counting, change, start again if
+    /// enabled. A change the budgets or the host refuse leaves the open as
+    /// it was: its settings, its raw counters (a preload, a narrowing
+    /// undone; what was counted meanwhile kept), counting again as before.
     pub fn reconfigure(
         &mut self,
         change: impl FnOnce(&mut OpenFile),
@@ -96,6 +99,7 @@ impl Session<'_> {
             file.fold(khz, &self.device.readers)?;
         }
         let before = file.settings.clone();
+        let tallies = file.tallies.clone();
         let collecting = file.sampled.histograms.lock().collecting();
         change(file);
         file.narrow_residuals(periods);
@@ -108,20 +112,35 @@ impl Session<'_> {
             if running == was_enabled {
                 return Ok(IoctlReply::none());
             }
-            return file.set_running(running).map(|()| IoctlReply::none());
+            let Err(refused) = file.set_running(running) else {
+                return Ok(IoctlReply::none());
+            };
+            // Nothing was folded since `tallies`: they are the open's again.
+            file.settings = before;
+            file.tallies = tallies;
+            file.sampled.histograms.lock().restore(collecting);
+            if let Err(again) = file.set_running(was_enabled) {
+                tracing::warn!("the open's host events could not be switched back: {again}");
+            }
+            return Err(refused);
         }
-        if built {
-            file.stop_counting(khz, &self.device.readers)?;
-        }
+        let changed = file.tallies.clone();
+        let new_periods = file.periods();
         let online = self.device.online_cpus();
         let backend = self.device.backend.as_ref();
         let budgets = &self.device.budgets;
-        let Err(refused) = file.start_counting(backend, budgets, khz, &online) else {
+        let stopped = if built {
+            file.stop_counting(khz, &self.device.readers)
+        } else {
+            Ok(())
+        };
+        let Err(refused) =
+            stopped.and_then(|()| file.start_counting(backend, budgets, khz, &online))
+        else {
             return Ok(IoctlReply::none());
         };
-        // A refused change (a budget, the host) leaves the open as it was:
-        // its settings back, counting again as before.
         file.settings = before;
+        file.roll_back_tallies(tallies, &changed, periods, new_periods, now_cycles(khz));
         file.sampled.histograms.lock().restore(collecting);
         if built && let Err(again) = file.start_counting(backend, budgets, khz, &online) {
             tracing::warn!("the open's previous host events could not be had again: {again}");

@@ -21,6 +21,12 @@ impl Tally {
             residual: (total % period as u128) as u64,
         }
     }
+
+    /// The events this tally holds beyond `earlier`, both at `period`.
+    pub fn events_since(self, earlier: Tally, period: u64) -> u64 {
+        let total = |t: Tally| t.interrupts as u128 * period.max(1) as u128 + t.residual as u128;
+        total(self).saturating_sub(total(earlier)) as u64
+    }
 }
 
 pub const MAX_COUNTERS: usize = 3;

@@ -10,7 +10,10 @@ use crate::device::{Device, FileId};
 use crate::policy::{Caller, Credentials};
 use nix::errno::Errno;
 use pfm_abi::numbers as n;
-use pfm_abi::{self as abi, AddrRangeT, Iccsr, PCNTOPENALL, PCNTOPENONE, PfCntrs, PfmInfo};
+use pfm_abi::{
+    self as abi, AddrRangeT, Iccsr, PCNTOPENALL, PCNTOPENONE, PfCntrs, PfCntrsEv6, PfmInfo,
+    PmctrsEv6,
+};
 use pfm_model::{HostEvent, Implementation};
 use zerocopy::{FromBytes, IntoBytes};
 
@@ -343,6 +346,69 @@ fn a_refused_change_leaves_the_open_counting_as_before() {
     assert_eq!(counts(&d, f, &c).pf_cntr0, 5, "counting on, nothing lost");
     ioctl(&d, f, &c, n::PCNTRDISABLE, 0).unwrap();
     ioctl(&d, f, &c, n::PCNTRENABLE, 0).expect("enabling again works");
+}
+
+/// A refused `RESTART` or `ENABWRITE` leaves the raw counters as they
+/// were, and what is counted afterwards adds to them.
+#[test]
+fn a_refused_enable_leaves_the_raw_counters_as_they_were() {
+    const M: u64 = 1 << 20;
+    let br = HostEvent::BranchInstructions;
+    let b = MockBackend::with_events(&[CLK, br]);
+    // Counter 0's two descriptors fit; counter 1's two more do not.
+    let limits = Limits::new((1 << 30, 1 << 30), (100, 3), (1 << 30, 1 << 30), 8);
+    let d = device_with_limits(Implementation::Ev6, &b, 0, limits);
+    let c = user(72, vec![0, 1]);
+    let f = d.open(&c, PCNTOPENALL).unwrap();
+    ioctl(&d, f, &c, n::PCNTLOGSELECT, 0).unwrap();
+    // Counter 0 cycles, counter 1 conditional branches; only counter 0 on.
+    ioctl(&d, f, &c, n::PCNT6DISABLE, 2).unwrap();
+    ioctl(&d, f, &c, n::PCNT6MUX, 0x1).unwrap();
+    ioctl(&d, f, &c, n::PCNT6RESTART, 1).unwrap();
+    b.advance(0, Target::Thread(72), CLK, 2 * M + 100);
+    let raw0 = || {
+        let word = PmctrsEv6::new(3, 0, 0, 0).0;
+        let out = ioctl(&d, f, &c, n::PCNT6GETCNTRS, word).unwrap().out;
+        PmctrsEv6::read_from_bytes(&out).unwrap().cntr0()
+    };
+    assert_eq!(raw0(), 100);
+    let write_both = PmctrsEv6::new(3, abi::PMCTRS_ALL_CPUS, 5000, 7).0;
+    assert_eq!(
+        ioctl(&d, f, &c, n::PCNT6ENABWRITE, write_both).unwrap_err(),
+        Errno::EBUSY
+    );
+    assert_eq!(raw0(), 100, "the refused ENABWRITE wrote nothing");
+    assert_eq!(
+        ioctl(&d, f, &c, n::PCNT6RESTART, 3).unwrap_err(),
+        Errno::EBUSY
+    );
+    assert_eq!(raw0(), 100, "the refused RESTART zeroed nothing");
+    b.advance(0, Target::Thread(72), CLK, M - 50);
+    let store = ioctl(&d, f, &c, n::PCNT6READCNTRS, 0x3000)
+        .unwrap()
+        .store
+        .unwrap();
+    let p = PfCntrsEv6::read_from_bytes(&store.bytes[..size_of::<PfCntrsEv6>()]).unwrap();
+    assert_eq!(p.pf_cntr0, 3 * M + 50, "counting on, nothing lost");
+}
+
+/// An enable the host fails leaves the open disabled, so the next
+/// `PCNTRENABLE` tries again (it did nothing while the open said enabled).
+#[test]
+fn an_enable_the_host_fails_can_be_tried_again() {
+    let b = MockBackend::with_events(&[CLK]);
+    let d = device(Implementation::Ev4, &b, 0);
+    let c = user(73, vec![0, 1]);
+    let f = d.open(&c, PCNTOPENALL).unwrap();
+    ioctl(&d, f, &c, n::PCNTSETMUX, Iccsr::new(0xa, 0, 1, 0, 2).0).unwrap();
+    ioctl(&d, f, &c, n::PCNTLOGSELECT, 0).unwrap();
+    b.set_failing_enable(true);
+    assert_eq!(ioctl(&d, f, &c, n::PCNTRENABLE, 0).unwrap_err(), Errno::EIO);
+    assert_eq!(info(&d, f, &c).pi_flags & abi::PFM_INFO_ENABLED, 0);
+    b.set_failing_enable(false);
+    ioctl(&d, f, &c, n::PCNTRENABLE, 0).unwrap();
+    b.advance(0, Target::Thread(73), CLK, 4096 * 2);
+    assert_eq!(counts(&d, f, &c).pf_cntr0, 2, "counting");
 }
 
 #[test]
