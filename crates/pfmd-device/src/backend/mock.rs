@@ -29,6 +29,8 @@ struct World {
     offline: HashSet<u32>,
     /// Enabling a group fails (a host ioctl error), changing nothing.
     failing_enable: bool,
+    /// Threads whose number a later thread took, and how many times.
+    reused: HashMap<i32, u64>,
 }
 
 /// One enable (`true`) or disable call on a host event.
@@ -88,6 +90,13 @@ impl MockBackend {
     /// Thread `tid` exits: events can no longer be opened on it.
     pub fn exit_thread(&self, tid: i32) {
         self.world.lock().unwrap().exited.insert(tid);
+    }
+
+    /// Thread `tid` exits and a new thread gets its number.
+    pub fn reuse_thread(&self, tid: i32) {
+        let mut world = self.world.lock().unwrap();
+        world.exited.remove(&tid);
+        *world.reused.entry(tid).or_default() += 1;
     }
 
     /// Takes `cpu` offline or brings it back: CPU-wide events on an offline
@@ -305,6 +314,11 @@ impl Backend for MockBackend {
 
     fn hardware_contended(&self, _cpus: &[u32]) -> bool {
         self.world.lock().unwrap().contended
+    }
+
+    fn thread_birth(&self, tid: i32) -> Option<u64> {
+        let world = self.world.lock().unwrap();
+        (!world.exited.contains(&tid)).then(|| world.reused.get(&tid).copied().unwrap_or(0))
     }
 
     fn open_sampler(

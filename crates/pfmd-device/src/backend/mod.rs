@@ -167,4 +167,7 @@ pub trait Backend: HostSupport + Send + Sync {
     /// `cpus` so that pinned events of ours would never run (docs/device.md §2).
     /// Always false on a host without hardware counters.
     fn hardware_contended(&self, cpus: &[u32]) -> bool;
+    /// When thread `tid` started (an identity that a later thread reusing
+    /// the number does not share); `None` once it has exited.
+    fn thread_birth(&self, tid: i32) -> Option<u64>;
 }

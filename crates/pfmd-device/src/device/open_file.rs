@@ -15,7 +15,7 @@ use crate::backend::{
 use nix::errno::Errno;
 use pfm_abi::{Items, OpenMode};
 use pfm_model::{CounterSetting, HostEvent, ResolvedEvent, Scale, evaluate};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// Whose activity is counted.
@@ -139,8 +139,10 @@ pub struct Settings {
     pub statistic: u64,
     pub scope: Scope,
     pub enabled: bool,
-    /// Threads that got the PME bit through this open (PCNTLOGSELECT).
-    pub pme: BTreeSet<i32>,
+    /// Threads that got the PME bit through this open (PCNTLOGSELECT), and
+    /// when each started ([`Backend::thread_birth`]): a thread that exited
+    /// is forgotten, even where a later thread got its number.
+    pub pme: BTreeMap<i32, u64>,
     /// False once a LOGSELECT caller was not allowed kernel-mode counting:
     /// then only user mode is counted (docs/device.md §8).
     pub kernel_allowed: bool,
@@ -309,7 +311,7 @@ impl OpenFile {
                 statistic: 0,
                 scope: Scope::LogAll,
                 enabled: false,
-                pme: BTreeSet::new(),
+                pme: BTreeMap::new(),
                 kernel_allowed: true,
                 registers: state.registers,
                 counters: state.counters,
@@ -413,7 +415,7 @@ impl OpenFile {
                 .collect(),
             items: self.settings.items,
             scope: self.settings.scope,
-            pme: self.settings.pme.iter().copied().collect(),
+            pme: self.settings.pme.keys().copied().collect(),
             modes: self.modes(),
             shared: self.opener.shared,
             callchain: self
@@ -432,7 +434,7 @@ impl OpenFile {
             Scope::LogSelect => self
                 .settings
                 .pme
-                .iter()
+                .keys()
                 .map(|&tid| Target::Thread(tid))
                 .collect(),
         }
@@ -653,6 +655,7 @@ impl OpenFile {
         online: &[u32],
     ) -> Result<(), DeviceError> {
         debug_assert!(self.host.groups.is_empty() && self.host.samplers.is_empty());
+        self.forget_exited_pme(backend);
         let cpus: Vec<u32> = self
             .opener
             .cpus
@@ -835,6 +838,19 @@ impl OpenFile {
 }
 
 impl OpenFile {
+    /// Forgets the PME threads that have exited, and those whose number a
+    /// later thread took (perhaps another user's): events are opened on a
+    /// thread id only while it names the thread that took the bit.
+    pub fn forget_exited_pme(&mut self, backend: &dyn Backend) {
+        self.settings.pme.retain(|&tid, &mut birth| {
+            let alive = backend.thread_birth(tid) == Some(birth);
+            if !alive {
+                tracing::debug!(tid, "PME thread has exited; it no longer counts");
+            }
+            alive
+        });
+    }
+
     /// True when `e` says a PME thread has exited (`ESRCH`): it no longer
     /// counts and is forgotten, and the open goes on with the others. A
     /// thread that exits between its LOGSELECT and the next settings change

@@ -86,9 +86,11 @@ impl Session<'_> {
             ProcessFilter::SetPmeThis => (self.file.settings.scope, true),
             ProcessFilter::ThisProcess => (Scope::LogSelect, true),
         };
-        if set_pme {
-            self.check_pme_room(tid)?;
-        }
+        let birth = if set_pme {
+            Some(self.check_pme_room(tid)?)
+        } else {
+            None
+        };
         let selective = scope == Scope::LogSelect || set_pme;
         if selective && !policy.may_count_own_user(creds) {
             return Err(DeviceError::AccessDenied(format!(
@@ -129,8 +131,8 @@ impl Session<'_> {
         }
         self.reconfigure(|f| {
             f.settings.scope = scope;
-            if set_pme {
-                f.settings.pme.insert(tid);
+            if let Some(birth) = birth {
+                f.settings.pme.insert(tid, birth);
             }
             f.settings.kernel_allowed = kernel_allowed;
             f.settings.contexts = Some(modes);

@@ -42,15 +42,25 @@ impl Session<'_> {
     }
 
     /// `ENOSPC` when giving `tid` the PME bit would pass the open's budget
-    /// of threads.
-    pub fn check_pme_room(&self, tid: i32) -> Result<(), DeviceError> {
+    /// of threads (those that have exited no longer count). Returns when
+    /// `tid` started, for [`Settings::pme`](super::open_file::Settings).
+    pub fn check_pme_room(&mut self, tid: i32) -> Result<u64, DeviceError> {
         let limit = self.device.budgets.limits().pme_threads_per_open;
-        if !self.file.settings.pme.contains(&tid) && self.file.settings.pme.len() >= limit {
+        let backend = self.device.backend.as_ref();
+        let birth = backend.thread_birth(tid).ok_or_else(|| {
+            DeviceError::invalid(format!("thread {tid} has exited: no PME bit to set"))
+        })?;
+        let pme = &self.file.settings.pme;
+        if !pme.contains_key(&tid) && pme.len() >= limit {
+            self.file.forget_exited_pme(backend);
+        }
+        let pme = &self.file.settings.pme;
+        if !pme.contains_key(&tid) && pme.len() >= limit {
             return Err(DeviceError::NoSpace(format!(
                 "the open already gave the PME bit to {limit} threads (--max-pme-threads)"
             )));
         }
-        Ok(())
+        Ok(birth)
     }
 
     /// Resolves a counter's event against the host; `EOPNOTSUPP` naming the

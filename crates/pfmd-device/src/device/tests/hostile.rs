@@ -245,6 +245,46 @@ fn pme_threads_of_one_open_are_budgeted() {
     ioctl(&d, f, &user(42, vec![0, 1]), n::PCNTLOGSELECT, 0).expect("again: no new thread");
     ioctl(&d, f, &user(42, vec![0, 1]), n::PCNTCLEARPCBPME, 0).unwrap();
     ioctl(&d, f, &user(43, vec![0, 1]), n::PCNTLOGSELECT, 0).expect("room again");
+    // Threads that exited hold no room, though no event has been reopened
+    // on them since.
+    b.exit_thread(40);
+    b.exit_thread(41);
+    for tid in 44..46 {
+        ioctl(&d, f, &user(tid, vec![0, 1]), n::PCNTLOGSELECT, 0)
+            .unwrap_or_else(|e| panic!("thread {tid}: {e}"));
+    }
+}
+
+/// A PME thread that exits, its number taken by another thread (another
+/// user's, say): the open counts the new thread neither at the next change
+/// of its host events nor after.
+#[test]
+fn a_pme_thread_number_taken_by_a_new_thread_is_not_counted() {
+    let b = MockBackend::with_events(&[CLK]);
+    let d = device(Implementation::Ev4, &b, 2);
+    let owner = user(50, vec![0, 1]);
+    let f = d.open(&owner, PCNTOPENALL).unwrap();
+    ioctl(&d, f, &owner, n::PCNTSETMUX, Iccsr::new(0xa, 0, 1, 0, 2).0).unwrap();
+    ioctl(&d, f, &user(51, vec![0, 1]), n::PCNTLOGSELECT, 0).unwrap();
+    ioctl(&d, f, &owner, n::PCNTRENABLE, 0).unwrap();
+    b.advance(0, Target::Thread(51), CLK, 4096);
+    assert_eq!(counts(&d, f, &owner).pf_cntr0, 1);
+    b.reuse_thread(51);
+    // A change of the host events reopens them on the PME threads.
+    let opened = b.opened().len();
+    ioctl(&d, f, &owner, n::PCNTLOGSELECT, 0).unwrap();
+    assert!(
+        !b.opened()[opened..]
+            .iter()
+            .any(|s| s.target == Target::Thread(51)),
+        "no event on the new thread 51"
+    );
+    b.advance(0, Target::Thread(51), CLK, 4096 * 5);
+    assert_eq!(
+        counts(&d, f, &owner).pf_cntr0,
+        1,
+        "the new thread 51 is not counted"
+    );
 }
 
 #[test]

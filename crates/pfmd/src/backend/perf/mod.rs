@@ -307,6 +307,12 @@ impl Backend for PerfBackend {
         }
         false
     }
+
+    fn thread_birth(&self, tid: i32) -> Option<u64> {
+        // `/proc/<tid>` names any thread, not only a process's first.
+        let stat = procfs::process::Process::new(tid).ok()?.stat().ok()?;
+        (stat.state != 'Z' && stat.state != 'X').then_some(stat.starttime)
+    }
 }
 
 /// The CPU clock in kHz as the cycle counter sees it: cycles per nanosecond
