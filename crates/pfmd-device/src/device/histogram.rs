@@ -165,10 +165,15 @@ impl Histograms {
             {
                 ip = caller;
             }
-            if let Some(bucket) = profile.bucket_of(ip) {
-                profile
+            if let Some(bucket) = profile.bucket_of(ip)
+                && !profile
                     .buckets
-                    .add(slot, bucket, u32::try_from(weight).unwrap_or(u32::MAX));
+                    .add(slot, bucket, u32::try_from(weight).unwrap_or(u32::MAX))
+            {
+                crate::logging::once(
+                    "profile-chunk-copy",
+                    "profile samples dropped: no memory for a copy of their buckets (64 KiB)",
+                );
             }
         }
     }
@@ -304,12 +309,26 @@ impl Buckets {
         self.len
     }
 
-    pub fn add(&mut self, slot: usize, bucket: usize, weight: u32) {
+    /// Adds `weight` to a bucket. False when the chunk holding it is shared
+    /// (zeros, or a read's snapshot) and no memory can be had for its copy:
+    /// then nothing is added, and the daemon serves on.
+    pub fn add(&mut self, slot: usize, bucket: usize, weight: u32) -> bool {
         let i = slot * self.per_slot + bucket;
-        if i < self.len {
-            let chunk = Arc::make_mut(&mut self.chunks[i / CHUNK]);
-            chunk[i % CHUNK] = chunk[i % CHUNK].saturating_add(weight);
+        if i >= self.len {
+            return true;
         }
+        let chunk = &mut self.chunks[i / CHUNK];
+        if Arc::get_mut(chunk).is_none() {
+            let mut copy = Vec::new();
+            if copy.try_reserve_exact(chunk.len()).is_err() {
+                return false;
+            }
+            copy.extend_from_slice(chunk);
+            *chunk = Arc::new(copy);
+        }
+        let chunk = Arc::make_mut(chunk);
+        chunk[i % CHUNK] = chunk[i % CHUNK].saturating_add(weight);
+        true
     }
 
     #[cfg(test)]
