@@ -1,6 +1,6 @@
 //! The daemon's command line and its systemd handshake.
 
-mod common;
+use crate::common;
 
 use common::{Daemon, can_run, run, text};
 use std::os::unix::net::UnixDatagram;

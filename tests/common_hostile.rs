@@ -3,7 +3,6 @@
 //! shared harness (`common/mod.rs`) does not have: prerequisites that fail
 //! loudly on CI, the daemon's RSS, the hostile C client, opens that wait out
 //! a previous client's release.
-#![allow(dead_code)] // each test binary uses its own part
 
 use crate::common::{self, Daemon};
 use std::collections::HashMap;
@@ -116,7 +115,7 @@ pub fn alive(daemon: &mut Daemon) -> bool {
 }
 
 /// The hostile C client (`tests/hostile/client.c`, after
-/// [`common::TASK_CLOCK_C`]), built once per test binary, world-executable.
+/// [`common::TASK_CLOCK_C`]), built once per test run, world-executable.
 pub fn client_program() -> PathBuf {
     let include = Path::new(common::CRATE).join("include");
     common::c_source(

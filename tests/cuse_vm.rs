@@ -23,10 +23,10 @@
 //!
 //! `bench_cuse_vs_fuse_in_a_vm` (ignored by default) runs `pfm-bench` and
 //! `ioctl_bench` over CUSE and FUSE in the same VM:
-//! `cargo test --release --test cuse_vm -- --ignored --nocapture`.
+//! `cargo test --release -p pfm-tests -- --ignored --nocapture cuse_vm::bench`.
 
-mod common;
-mod common_hostile;
+use crate::common;
+use crate::common_hostile;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -134,7 +134,7 @@ run log cat /tmp/pfmd.log /tmp/pfmd2.log
 "#;
 
 /// The static C programs the guest runs (the VM has only busybox), built
-/// once per test binary; Err(why) if gcc cannot.
+/// once per test run; Err(why) if gcc cannot.
 fn programs() -> Result<&'static [PathBuf], &'static str> {
     static BUILT: OnceLock<Result<Vec<PathBuf>, String>> = OnceLock::new();
     BUILT

@@ -2,7 +2,7 @@
 //! over or removes a device link it did not make, a link to a device that
 //! is gone is replaced, and a start without root says what it needs.
 
-mod common;
+use crate::common;
 
 use common::{Daemon, can_run, run, text};
 use std::process::Command;

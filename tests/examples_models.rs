@@ -17,7 +17,7 @@
 //! (hot + cold) / total >= 0.999, total / pf_cntr0 0.98 .. 1.00. No assertion
 //! depends on wall-clock time.
 
-mod common;
+use crate::common;
 
 use common::{Channel, Daemon, run, text, value};
 use std::path::Path;

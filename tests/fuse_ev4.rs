@@ -1,7 +1,7 @@
 //! The EV4 device over FUSE, end to end: a real pfmd, the real kernel's FUSE
 //! and perf_event, and gcc-built legacy C clients.
 
-mod common;
+use crate::common;
 
 use common::{Daemon, can_run, counts_line, run, text, value};
 use nix::errno::Errno;

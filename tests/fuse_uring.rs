@@ -10,7 +10,7 @@
 //! Where the kernel has no FUSE io_uring, the tests print `SKIPPED` (and
 //! fail under `CI=true`, where the machine is known to have it).
 
-mod common;
+use crate::common;
 
 use common::{Channel, Daemon, c_source, can_run, run, text};
 use pfm_abi as abi;

@@ -12,8 +12,8 @@
 //! deadlocked pfmd); `PFM_FUZZ_EXEC=0` leaves it out. `PFM_FUZZ_SKIP` leaves
 //! other operations out (see pfm_fuzz.c).
 
-mod common;
-mod common_hostile;
+use crate::common;
+use crate::common_hostile;
 
 use common::{Channel, Daemon};
 use common_hostile::{Need, alive, bug_lines, log_tail, prerequisites, rss_kib, serial, values};

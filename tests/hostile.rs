@@ -5,8 +5,8 @@
 //! floods, many processes at once. Each test checks what the daemon does;
 //! none has a wall-clock threshold (timing is `pfm-contention`'s).
 
-mod common;
-mod common_hostile;
+use crate::common;
+use crate::common_hostile;
 
 use common::{Channel, Daemon};
 use common_hostile::{

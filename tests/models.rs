@@ -1,7 +1,7 @@
 //! The EV5 and EV6/EV67 models end to end: a real pfmd per model, the legacy
 //! C clients, and ioctls through the client library.
 
-mod common;
+use crate::common;
 
 use common::{Daemon, can_run, run, text, value};
 use nix::errno::Errno;

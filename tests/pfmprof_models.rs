@@ -33,7 +33,7 @@
 //! process closed the device can still find it held (the release reaches
 //! pfmd after the close returns) and is `EBUSY`.
 
-mod common;
+use crate::common;
 
 use common::{Daemon, can_run, run, text};
 use std::path::{Path, PathBuf};

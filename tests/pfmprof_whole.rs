@@ -4,7 +4,7 @@
 //! separate debug file, `-f` through a shell, `--annotate`. A real pfmd
 //! over FUSE, real gcc-built programs.
 
-mod common;
+use crate::common;
 
 use common::{Daemon, can_run, run, text};
 use std::path::{Path, PathBuf};

@@ -9,7 +9,7 @@
 //! task-clock, the clock cpu-clock runs on), against the legacy C clients on the same
 //! workload, and against perf stat's task-clock.
 
-mod common;
+use crate::common;
 
 use common::{Daemon, can_run, counts_line, run, text};
 use serde_json::Value;

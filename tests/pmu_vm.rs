@@ -8,7 +8,7 @@
 //! of virtual time and one cycle, so instruction and cycle counts are exact
 //! and repeatable, and a loop of known length has a known count.
 //!
-//! Everything for the guest is built once per test binary: `pfmd`,
+//! Everything for the guest is built once per test run: `pfmd`,
 //! `pfmstat`, `pfmprof` and `pfmd`'s library unit tests for aarch64 in the
 //! cached Debian chroot (`xtask::aarch64`), and `tests/pmu/pmu_probe.c` with
 //! `aarch64-linux-gnu-gcc -static`. The probe's loops are assembly:

@@ -13,7 +13,7 @@
 //! descriptor open until told (SIGUSR1), then reopens and counts 100 ms of
 //! its CPU against its own task-clock, measured in the same window.
 
-mod common;
+use crate::common;
 
 use common::{Daemon, EnableUring, can_run};
 use nix::sys::signal::Signal;

@@ -26,7 +26,7 @@
 //! covers the nominal-weight fallback on older kernels only in part, so the
 //! lower bound is 0.88 there (see `lower_bound`).
 
-mod common;
+use crate::common;
 
 use common::{Daemon, can_run, run, text, value};
 use pfm_abi::{Iccsr, PfmInfo};

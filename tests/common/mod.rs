@@ -1,6 +1,5 @@
 //! Integration-test harness: start a real pfmd on a private FUSE mount, build
 //! the C clients with gcc, run them, stop the daemon.
-#![allow(dead_code)] // each test binary uses its own part of the harness
 
 use std::io::Read;
 use std::os::unix::fs::PermissionsExt;
@@ -309,7 +308,7 @@ impl Drop for Daemon {
     }
 }
 
-/// Builds `examples/c/<name>.c` with gcc once per test binary; returns the
+/// Builds `examples/c/<name>.c` with gcc once per test run; returns the
 /// executable. World-readable, so unprivileged runs can execute it.
 pub fn c_program(name: &str) -> PathBuf {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
@@ -399,7 +398,7 @@ pub fn configured_cpus() -> usize {
 }
 
 /// Builds C source given inline (a test's own workload) with gcc and
-/// `flags`, once per test binary and name; returns the executable.
+/// `flags`, once per test run and name; returns the executable.
 pub fn c_source(name: &str, source: &str, flags: &[&str]) -> PathBuf {
     static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
     let _guard = LOCK.lock().unwrap_or_else(|e| e.into_inner());
