@@ -107,15 +107,20 @@ impl IoctlReply {
     }
 }
 
-/// One open file: its own lock, taken by its own requests only, and whether
-/// a descriptor of it was closed (FUSE FLUSH) since its last request, kept
-/// apart so that looking at it never waits on the open's work.
+/// One open file: its own lock, taken by its own requests only, and when a
+/// descriptor of it was last closed (FUSE FLUSH) since its last request,
+/// kept apart so that looking at it never waits on the open's work.
 struct Slot {
     file: Mutex<OpenFile>,
     /// The process that opened it (fixed; read without the file's lock).
     opener_tgid: i32,
-    closing: std::sync::atomic::AtomicBool,
+    closed: Mutex<Option<std::time::Instant>>,
 }
+
+/// How soon a release follows the last close that FUSE tells of first: past
+/// it, a close was not the last (another process kept a copy), and an open
+/// is refused at once instead of waiting.
+pub const RELEASE_FOLLOWS_CLOSE: std::time::Duration = std::time::Duration::from_secs(1);
 
 type FileSlot = Arc<Slot>;
 
@@ -292,7 +297,7 @@ impl Device {
                 Arc::new(Slot {
                     file: Mutex::new(file),
                     opener_tgid,
-                    closing: std::sync::atomic::AtomicBool::new(false),
+                    closed: Mutex::new(None),
                 }),
             );
         tracing::debug!(file = id, tid = caller.tid(), ?mode, "opened");
@@ -316,15 +321,17 @@ impl Device {
         if let Ok(slot) = self.file(id)
             && crate::policy::same_process(slot.opener_tgid, caller.tid())
         {
-            slot.closing.store(true, Ordering::Relaxed);
+            *lock(&slot.closed) = Some(std::time::Instant::now());
         }
     }
 
     /// True when every open holding CPUs that an open by `caller` in
-    /// `flags`' mode needs had a descriptor closed since its last request:
-    /// its release is probably on the way (a process that exits, or closes
-    /// and opens again), and a transport may wait for it a little instead
-    /// of answering `EBUSY` at once. Never true for a holder still at work.
+    /// `flags`' mode needs had a descriptor closed since its last request,
+    /// less than [`RELEASE_FOLLOWS_CLOSE`] ago: its release is probably on
+    /// the way (a process that exits, or closes and opens again), and a
+    /// transport may wait for it a little instead of answering `EBUSY` at
+    /// once. Never true for a holder still at work, nor for one whose
+    /// close was not its last (a child kept a copy: every open would wait).
     pub fn release_in_flight(&self, caller: &Caller, flags: i32) -> bool {
         let cpus = match OpenMode::from_open_flags(flags) {
             OpenMode::One => match caller.credentials() {
@@ -337,8 +344,9 @@ impl Device {
         // now, and a retry succeeds at once.
         // A holder already out of the open table is being released now.
         self.store.holders_of(&cpus).iter().all(|id| {
-            self.file(*id)
-                .map_or(true, |slot| slot.closing.load(Ordering::Relaxed))
+            self.file(*id).map_or(true, |slot| {
+                lock(&slot.closed).is_some_and(|at| at.elapsed() < RELEASE_FOLLOWS_CLOSE)
+            })
         })
     }
 
@@ -496,7 +504,7 @@ impl Device {
             )));
         }
         let slot = self.file(id)?;
-        slot.closing.store(false, Ordering::Relaxed);
+        *lock(&slot.closed) = None;
         let mut file = lock(&slot.file);
         self.check_cpu_online(&file, &request)?;
         Session {

@@ -468,3 +468,32 @@ fn a_panic_in_a_request_is_eio_and_the_device_serves_on() {
     d.release(f);
     assert!(d.open(&root(81), PCNTOPENALL).is_ok(), "and the device");
 }
+
+/// An open waits for a release only right after the holder's close: a close
+/// that was not the last (a child kept a copy, and the holder's process
+/// exited) lets every later open be refused at once, not after a wait.
+#[test]
+fn a_close_long_past_is_not_a_release_on_the_way() {
+    let b = MockBackend::with_events(&[CLK]);
+    let d = device(Implementation::Ev4, &b, 2);
+    let holder = root(90);
+    let f = d.open(&holder, PCNTOPENALL).unwrap();
+    let other = root(91);
+    assert!(
+        !d.release_in_flight(&other, PCNTOPENALL),
+        "a holder at work"
+    );
+    d.flush(f, &holder);
+    assert!(d.release_in_flight(&other, PCNTOPENALL), "a close just now");
+    std::thread::sleep(crate::device::RELEASE_FOLLOWS_CLOSE + std::time::Duration::from_millis(50));
+    assert!(
+        !d.release_in_flight(&other, PCNTOPENALL),
+        "a close that was not the last"
+    );
+    ioctl(&d, f, &holder, n::PCNTRDISABLE, 0).unwrap();
+    d.flush(f, &holder);
+    assert!(
+        d.release_in_flight(&other, PCNTOPENALL),
+        "another close just now"
+    );
+}
