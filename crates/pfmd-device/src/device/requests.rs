@@ -63,6 +63,15 @@ impl Session<'_> {
             }
             Request::ClearPcbPme => {
                 let tid = self.caller.tid();
+                if !self.file.settings.pme.contains_key(&tid) && !self.file.settings.pme.is_empty()
+                {
+                    // The host events that carry an inherited bit cannot
+                    // leave one descendant out (docs/device.md §3).
+                    crate::logging::once(
+                        "clearpcbpme-inherited",
+                        "PCNTCLEARPCBPME from a thread that did not set the PME bit itself: an inherited bit cannot be cleared, the thread keeps counting",
+                    );
+                }
                 self.reconfigure(|f| {
                     f.settings.pme.remove(&tid);
                 })
