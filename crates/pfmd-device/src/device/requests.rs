@@ -150,13 +150,11 @@ impl Session<'_> {
         let khz = self.khz();
         let file = &mut *self.file;
         if items.contains(Items::COUNTERS) {
-            // Fold first: events before the clear raise no interrupt after
-            // it, and their remainder below the period stays in the raw
-            // counters.
-            file.fold(khz, &self.device.readers)?;
+            // Fold first so events before the clear are not counted after it.
+            file.pending_events(khz, true, &self.device.readers)?;
             let now = now_cycles(khz);
             for &cpu in &file.opener.cpus {
-                file.tallies[cpu as usize].clear_interrupts(now);
+                file.tallies[cpu as usize].clear(now);
             }
         }
         if items.contains(Items::IPL) {

@@ -50,18 +50,6 @@ impl CpuTally {
         };
     }
 
-    /// `PCNTCLEARCNT`: the driver's counts (interrupts) go, and `pr_cycle`
-    /// is now; the raw counters stay, as the chip's registers did (they
-    /// are `PCNT?CLEAR`'s), so the next interrupt comes when it would have
-    /// and a client that reads and clears in a loop loses no events.
-    pub fn clear_interrupts(&mut self, now_cycles: u64) {
-        for counter in &mut self.counters {
-            counter.interrupts = 0;
-        }
-        self.pr_cycle = now_cycles;
-        self.stamped_interrupts = 0;
-    }
-
     /// Moves `pr_cycle` to now when the interrupt total has grown since it was
     /// last stamped.
     pub fn stamp(&mut self, seen: &[Tally; MAX_COUNTERS], now_cycles: u64) {

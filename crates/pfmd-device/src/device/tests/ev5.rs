@@ -535,27 +535,3 @@ fn a_shorter_freq_period_raises_no_interrupt_from_old_events() {
     b.advance(0, Target::AllTasks, CLK, 192);
     assert_eq!(counts(&d, f, &c, n::PCNT5GETCNT)[0].pf_cntr0, 1);
 }
-
-/// `PCNTCLEARCNT` clears the driver's counts, not the chip's counters: a
-/// client that reads and clears in a loop (PAPI's EV4 substrate) loses no
-/// events, and the next interrupt comes when it would have.
-#[test]
-fn clearcnt_keeps_the_raw_counters() {
-    let b = MockBackend::with_events(&[CLK, BR]);
-    let d = device(Implementation::Ev5, &b, 2);
-    let c = root(11);
-    let f = d.open(&c, PCNTOPENALL).unwrap();
-    setup(&d, f, &c);
-    ioctl(&d, f, &c, n::PCNT5RESTART, 1).unwrap();
-    b.advance(0, Target::AllTasks, CLK, 2 * 65536 + 100);
-    assert_eq!(counts(&d, f, &c, n::PCNT5GETCNT)[0].pf_cntr0, 2);
-    ioctl(&d, f, &c, n::PCNTCLEARCNT, 0).unwrap();
-    assert_eq!(raw(&d, f, &c, 0).cntr0(), 100, "the raw counter stays");
-    assert_eq!(counts(&d, f, &c, n::PCNT5READCNTRS)[0].pf_cntr0, 100);
-    b.advance(0, Target::AllTasks, CLK, 65536 - 100);
-    assert_eq!(
-        counts(&d, f, &c, n::PCNT5GETCNT)[0].pf_cntr0,
-        1,
-        "the interrupt comes after 65536 events in all"
-    );
-}
