@@ -398,11 +398,18 @@ pub fn configured_cpus() -> usize {
 }
 
 /// Builds C source given inline (a test's own workload) with gcc and
-/// `flags`, once per test run and name; returns the executable.
+/// `flags`, once per test run, name and source; returns the executable.
+/// Suites may use one name for different programs (each suite's `work`):
+/// each source gets a directory of its own, and keeps its name.
 pub fn c_source(name: &str, source: &str, flags: &[&str]) -> PathBuf {
+    use std::hash::{Hash, Hasher};
     static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
     let _guard = LOCK.lock().unwrap_or_else(|e| e.into_inner());
-    let dir = c_program_dir();
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    (source, flags).hash(&mut hasher);
+    let dir = c_program_dir().join(format!("{:016x}", hasher.finish()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
     let exe = dir.join(name);
     if !exe.exists() {
         let src = dir.join(format!("{name}.c"));
