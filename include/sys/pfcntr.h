@@ -562,7 +562,7 @@ struct pfm_info {
 	unsigned long	pi_width[PFM_INFO_MAX_COUNTERS];	/* counter widths, bits */
 	unsigned long	pi_fidelity[PFM_INFO_MAX_COUNTERS];	/* PFM_FIDELITY_* */
 	unsigned long	pi_period[PFM_INFO_MAX_COUNTERS];	/* events per interrupt */
-	unsigned long	pi_sample_period[PFM_INFO_MAX_COUNTERS]; /* Alpha events per sample (period x weight), 0 if never sampled */
+	unsigned long	pi_sample_period[PFM_INFO_MAX_COUNTERS]; /* Alpha events per sample (period x weight), 0 if off or never sampled */
 	unsigned long	pi_lost_samples;	/* samples the host lost */
 	unsigned long	pi_throttled;		/* times the host throttled sampling */
 	unsigned long	pi_online;		/* CPUs online now */
