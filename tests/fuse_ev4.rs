@@ -454,6 +454,91 @@ fn logselect_counts_children_started_afterwards() {
     );
 }
 
+/// A parent that set the PME bit, forked its workload and cleared its own bit:
+/// the child keeps the bit it inherited (as on Tru64) and is counted; the
+/// parent's work after the clear is not.
+const CLEAR_AFTER_FORK: &str = r#"
+#include <sys/pfcntr.h>
+#include <fcntl.h>
+#include <sys/ioctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static long long burn(long long ns)
+{
+	long long t0 = task_clock_ns(), t;
+	while ((t = task_clock_ns()) - t0 < ns)
+		;
+	return t - t0;
+}
+
+int main(void)
+{
+	struct iccsr mux = { 0 };
+	struct pfcntrs c = { 0 }, *cp = &c;
+	int go[2], fd = open(getenv("PFM_DEVICE"), O_RDONLY | PCNTOPENALL);
+	char byte = 0;
+	pid_t child;
+
+	mux.iccsr_mux0 = PF_CYCLES;
+	mux.iccsr_pc0 = 1;		/* every 4096 */
+	mux.iccsr_disable = 2;		/* counter 1 off */
+	if (fd < 0 || ioctl(fd, PCNTSETMUX, &mux) || ioctl(fd, PCNTLOGSELECT) ||
+	    ioctl(fd, PCNTCLEARCNT) || ioctl(fd, PCNTRENABLE) || pipe(go)) {
+		perror("setup");
+		return 1;
+	}
+	child = fork();
+	if (child == 0) {
+		if (read(go[0], &byte, 1) != 1)
+			_exit(2);
+		printf("child_ns=%lld\n", burn(200000000));
+		fflush(stdout);
+		_exit(0);
+	}
+	if (ioctl(fd, PCNTCLEARPCBPME)) {
+		perror("PCNTCLEARPCBPME");
+		return 1;
+	}
+	if (write(go[1], &byte, 1) != 1)
+		return 1;
+	printf("parent_ns=%lld\n", burn(200000000));
+	waitpid(child, 0, 0);
+	if (ioctl(fd, PCNTGETCNT, &cp)) {
+		perror("PCNTGETCNT");
+		return 1;
+	}
+	printf("pf_cntr0=%lu\n", c.pf_cntr0);
+	return 0;
+}
+"#;
+
+#[test]
+fn a_parent_clearing_its_pme_bit_leaves_its_child_counted() {
+    if !can_run() {
+        return;
+    }
+    let include = format!("-I{}/include", common::CRATE);
+    let program = common::c_source(
+        "clear_after_fork",
+        &common::with_task_clock(CLEAR_AFTER_FORK),
+        &[&include],
+    );
+    let daemon = Daemon::start(&["--cpu-mhz", &MHZ.to_string()]);
+    let out = run(Command::new(program).env("PFM_DEVICE", &daemon.device));
+    assert!(out.status.success(), "{}\n{}", text(&out), daemon.log());
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let got = value(&stdout, "pf_cntr0").unwrap() as f64;
+    let child = value(&stdout, "child_ns").unwrap() as f64 * MHZ as f64 / 1000.0 / 4096.0;
+    let parent = value(&stdout, "parent_ns").unwrap() as f64 * MHZ as f64 / 1000.0 / 4096.0;
+    // The child's 200 ms, the parent's 200 ms after its clear left out.
+    assert!(
+        got >= 0.8 * child && got <= 1.1 * child + 0.2 * parent,
+        "counted {got} interrupts: child {child:.0}, parent {parent:.0}\n{stdout}\n{}",
+        daemon.log()
+    );
+}
+
 #[test]
 fn unavailable_events_are_eopnotsupp_and_never_count_zero() {
     if !can_run() {

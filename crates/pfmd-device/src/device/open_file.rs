@@ -180,6 +180,11 @@ pub struct ReadSnapshot {
 #[derive(Default)]
 struct HostEvents {
     groups: Vec<LiveGroup>,
+    /// Groups on PME threads that cleared their bit while what they had
+    /// created counts on (`PCNTCLEARPCBPME`): inherited as the groups are,
+    /// so they count the thread and what it creates from then on, which
+    /// the groups' counts leave out.
+    exclusions: Vec<LiveGroup>,
     samplers: Vec<Box<dyn SamplingStream>>,
     host_charges: Vec<Charge>,
     /// They count every task on their CPUs in kernel mode too (LOGALL),
@@ -497,6 +502,23 @@ impl OpenFile {
                 live.baseline = now;
             }
         }
+        let counts = readers.read(&mut self.host.exclusions, self.opener.shared);
+        for (live, now) in self.host.exclusions.iter_mut().zip(counts) {
+            let now = now?;
+            let entry = per_cpu.entry(live.cpu).or_default();
+            for (slot, selected) in entry.iter_mut().zip(&self.settings.counters) {
+                let Some(selected) = selected else { continue };
+                *slot = slot.saturating_sub(evaluate(&selected.resolved.terms, khz, |event| {
+                    live.events
+                        .iter()
+                        .position(|e| e == event)
+                        .map_or(0, |k| now[k].saturating_sub(live.baseline[k]))
+                }));
+            }
+            if fold {
+                live.baseline = now;
+            }
+        }
         Ok(per_cpu)
     }
 
@@ -596,6 +618,7 @@ impl OpenFile {
         }
         self.host.samplers.clear();
         self.host.groups.clear();
+        self.host.exclusions.clear();
         self.host.host_charges.clear();
         switched.and(folded)
     }
@@ -617,7 +640,7 @@ impl OpenFile {
     }
 
     fn switch_groups(&mut self, on: bool) -> Result<(), DeviceError> {
-        for live in &mut self.host.groups {
+        for live in self.host.groups.iter_mut().chain(&mut self.host.exclusions) {
             if on {
                 live.group.enable()
             } else {
@@ -654,7 +677,11 @@ impl OpenFile {
         khz: u64,
         online: &[u32],
     ) -> Result<(), DeviceError> {
-        debug_assert!(self.host.groups.is_empty() && self.host.samplers.is_empty());
+        debug_assert!(
+            self.host.groups.is_empty()
+                && self.host.exclusions.is_empty()
+                && self.host.samplers.is_empty()
+        );
         self.forget_exited_pme(backend);
         let cpus: Vec<u32> = self
             .opener
@@ -669,6 +696,7 @@ impl OpenFile {
             .and_then(|()| self.start_samplers(backend, khz, &cpus));
         if result.is_err() {
             self.host.groups.clear();
+            self.host.exclusions.clear();
             self.host.samplers.clear();
             self.host.host_charges.clear();
         }
@@ -838,6 +866,71 @@ impl OpenFile {
 }
 
 impl OpenFile {
+    /// `PCNTCLEARPCBPME` by `tid`, a thread that set its PME bit, keeping
+    /// what it created since counted (their bits are their own, as on
+    /// Tru64): its groups stay, and groups on it alone (inherited, so also
+    /// what it creates from now on) count what is left out. False where
+    /// that cannot be done and the caller rebuilds the host events without
+    /// the thread instead: no such groups to keep, samplers (samples cannot
+    /// be taken off), or the budget or the host refusing the new groups.
+    pub fn exclude_pme_thread(
+        &mut self,
+        backend: &dyn Backend,
+        budgets: &Budgets,
+        tid: i32,
+    ) -> bool {
+        let target = Target::Thread(tid);
+        if self.host.exclusions.iter().any(|g| g.target == target) {
+            return true; // cleared before
+        }
+        if self.settings.scope != Scope::LogSelect
+            || !self.host.samplers.is_empty()
+            || !self.settings.pme.contains_key(&tid)
+        {
+            return false;
+        }
+        let kept: Vec<(u32, Vec<HostEvent>)> = self
+            .host
+            .groups
+            .iter()
+            .filter(|g| g.target == target)
+            .map(|g| (g.cpu, g.events.clone()))
+            .collect();
+        let Some(descriptors) = kept
+            .iter()
+            .map(|(_, e)| e.len() as u64)
+            .reduce(|a, b| a + b)
+        else {
+            return false;
+        };
+        let Ok(charge) = budgets.charge(self.opener.uid, Resource::PerfDescriptors, descriptors)
+        else {
+            return false;
+        };
+        let modes = self.modes();
+        let mut opened = Vec::with_capacity(kept.len());
+        for (cpu, events) in kept {
+            let spec = GroupSpec {
+                target,
+                cpu,
+                events,
+                modes,
+                shared: self.opener.shared,
+            };
+            match open_group(backend, &spec, self.settings.enabled) {
+                Ok(live) => opened.push(live),
+                Err(e) => {
+                    tracing::debug!(tid, "PCNTCLEARPCBPME keeping descendants: {e}");
+                    return false;
+                }
+            }
+        }
+        self.host.exclusions.extend(opened);
+        self.host.host_charges.push(charge);
+        self.settings.pme.remove(&tid);
+        true
+    }
+
     /// Forgets the PME threads that have exited, and those whose number a
     /// later thread took (perhaps another user's): events are opened on a
     /// thread id only while it names the thread that took the bit.

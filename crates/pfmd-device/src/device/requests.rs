@@ -63,6 +63,14 @@ impl Session<'_> {
             }
             Request::ClearPcbPme => {
                 let tid = self.caller.tid();
+                let device = self.device;
+                if self.file.counting()
+                    && self
+                        .file
+                        .exclude_pme_thread(device.backend.as_ref(), &device.budgets, tid)
+                {
+                    return Ok(IoctlReply::none());
+                }
                 if !self.file.settings.pme.contains_key(&tid) && !self.file.settings.pme.is_empty()
                 {
                     // The host events that carry an inherited bit cannot

@@ -497,3 +497,41 @@ fn a_close_long_past_is_not_a_release_on_the_way() {
         "another close just now"
     );
 }
+
+/// `PCNTCLEARPCBPME` by a thread that set its bit keeps the host events
+/// (what it created counts on) and leaves out its own work from then on.
+#[test]
+fn a_cleared_pme_thread_is_left_out_without_new_host_events() {
+    let b = MockBackend::with_events(&[CLK]);
+    let d = device(Implementation::Ev4, &b, 2);
+    let owner = user(60, vec![0, 1]);
+    let f = d.open(&owner, PCNTOPENALL).unwrap();
+    ioctl(&d, f, &owner, n::PCNTSETMUX, Iccsr::new(0xa, 0, 1, 0, 2).0).unwrap();
+    ioctl(&d, f, &user(61, vec![0, 1]), n::PCNTLOGSELECT, 0).unwrap();
+    ioctl(&d, f, &user(62, vec![0, 1]), n::PCNTLOGSELECT, 0).unwrap();
+    ioctl(&d, f, &owner, n::PCNTRENABLE, 0).unwrap();
+    b.advance(0, Target::Thread(61), CLK, 4096 * 2);
+    let opened = b.opened().len();
+    ioctl(&d, f, &user(61, vec![0, 1]), n::PCNTCLEARPCBPME, 0).unwrap();
+    let new: Vec<_> = b.opened()[opened..].iter().map(|s| s.target).collect();
+    assert!(
+        !new.is_empty() && new.iter().all(|t| *t == Target::Thread(61)),
+        "only groups on the clearing thread: {new:?}"
+    );
+    let opened = b.opened().len();
+    ioctl(&d, f, &user(61, vec![0, 1]), n::PCNTCLEARPCBPME, 0).unwrap();
+    assert_eq!(b.opened().len(), opened, "a second clear opens nothing");
+    b.advance(0, Target::Thread(61), CLK, 4096 * 3);
+    b.advance(1, Target::Thread(62), CLK, 4096);
+    assert_eq!(
+        counts(&d, f, &owner).pf_cntr0,
+        3,
+        "61's work after its clear left out"
+    );
+    // The groups switch as one: disabled, nothing counts.
+    ioctl(&d, f, &owner, n::PCNTRDISABLE, 0).unwrap();
+    b.advance(0, Target::Thread(62), CLK, 4096);
+    ioctl(&d, f, &owner, n::PCNTRENABLE, 0).unwrap();
+    b.advance(0, Target::Thread(61), CLK, 4096 * 4);
+    assert_eq!(counts(&d, f, &owner).pf_cntr0, 3);
+}
