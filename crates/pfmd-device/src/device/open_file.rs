@@ -485,38 +485,34 @@ impl OpenFile {
         readers: &GroupReaders,
     ) -> Result<BTreeMap<u32, [u64; MAX_COUNTERS]>, DeviceError> {
         let mut per_cpu: BTreeMap<u32, [u64; MAX_COUNTERS]> = BTreeMap::new();
-        let counts = readers.read(&mut self.host.groups, self.opener.shared);
-        for (live, now) in self.host.groups.iter_mut().zip(counts) {
-            let now = now?;
-            let entry = per_cpu.entry(live.cpu).or_default();
-            for (slot, selected) in entry.iter_mut().zip(&self.settings.counters) {
-                let Some(selected) = selected else { continue };
-                *slot += evaluate(&selected.resolved.terms, khz, |event| {
-                    live.events
-                        .iter()
-                        .position(|e| e == event)
-                        .map_or(0, |k| now[k].saturating_sub(live.baseline[k]))
-                });
-            }
-            if fold {
-                live.baseline = now;
-            }
-        }
-        let counts = readers.read(&mut self.host.exclusions, self.opener.shared);
-        for (live, now) in self.host.exclusions.iter_mut().zip(counts) {
-            let now = now?;
-            let entry = per_cpu.entry(live.cpu).or_default();
-            for (slot, selected) in entry.iter_mut().zip(&self.settings.counters) {
-                let Some(selected) = selected else { continue };
-                *slot = slot.saturating_sub(evaluate(&selected.resolved.terms, khz, |event| {
-                    live.events
-                        .iter()
-                        .position(|e| e == event)
-                        .map_or(0, |k| now[k].saturating_sub(live.baseline[k]))
-                }));
-            }
-            if fold {
-                live.baseline = now;
+        let counters = &self.settings.counters;
+        let shared = self.opener.shared;
+        // The exclusions' events come off what the groups counted.
+        for (groups, add) in [
+            (&mut self.host.groups, true),
+            (&mut self.host.exclusions, false),
+        ] {
+            let counts = readers.read(groups, shared);
+            for (live, now) in groups.iter_mut().zip(counts) {
+                let now = now?;
+                let entry = per_cpu.entry(live.cpu).or_default();
+                for (slot, selected) in entry.iter_mut().zip(counters) {
+                    let Some(selected) = selected else { continue };
+                    let events = evaluate(&selected.resolved.terms, khz, |event| {
+                        live.events
+                            .iter()
+                            .position(|e| e == event)
+                            .map_or(0, |k| now[k].saturating_sub(live.baseline[k]))
+                    });
+                    *slot = if add {
+                        *slot + events
+                    } else {
+                        slot.saturating_sub(events)
+                    };
+                }
+                if fold {
+                    live.baseline = now;
+                }
             }
         }
         Ok(per_cpu)
