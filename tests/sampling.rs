@@ -542,6 +542,10 @@ fn pfmprof_puts_the_hot_function_first_pie_or_not() {
     }
     let daemon = daemon();
     let dir = tempfile::tempdir().unwrap();
+    // pfmprof profiles the program's text, the kernel and the libraries in
+    // turn, a window of up to 50 ms each, longer when it waits for a CPU: the
+    // cold part lasts 100 ms so that a loaded machine cannot hide it all in
+    // the other ranges' windows (30 ms once did).
     for (exe, ptrace) in [(work(), true), (work_nopie(), true), (work(), false)] {
         let file = dir.path().join("profile");
         let mut cmd = common::pfmprof(&daemon);
@@ -552,7 +556,7 @@ fn pfmprof_puts_the_hot_function_first_pie_or_not() {
             .args(["--json", "-o"])
             .arg(&file)
             .arg(&exe)
-            .args(["hotcold", "300"]));
+            .args(["hotcold", "1000"]));
         let what = format!("{} ptrace={ptrace}", exe.display());
         assert!(
             out.status.success(),

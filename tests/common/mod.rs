@@ -407,7 +407,7 @@ pub fn c_source(name: &str, source: &str, flags: &[&str]) -> PathBuf {
     let _guard = LOCK.lock().unwrap_or_else(|e| e.into_inner());
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
     (source, flags).hash(&mut hasher);
-    let dir = c_program_dir().join(format!("{:016x}", hasher.finish()));
+    let dir = c_program_dir().join(format!("{:08x}", hasher.finish() as u32));
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
     let exe = dir.join(name);
