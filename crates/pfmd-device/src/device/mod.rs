@@ -114,7 +114,16 @@ struct Slot {
     file: Mutex<OpenFile>,
     /// The process that opened it (fixed; read without the file's lock).
     opener_tgid: i32,
-    closed: Mutex<Option<std::time::Instant>>,
+    /// A [`stamp`] of the close, 0 for none: every request clears it with
+    /// one store.
+    closed: AtomicU64,
+}
+
+/// Now, in nanoseconds since the first call, never 0.
+fn stamp() -> u64 {
+    static EPOCH: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    let epoch = EPOCH.get_or_init(std::time::Instant::now);
+    u64::try_from(epoch.elapsed().as_nanos()).unwrap_or(u64::MAX) | 1
 }
 
 /// How soon a release follows the last close that FUSE tells of first: past
@@ -297,7 +306,7 @@ impl Device {
                 Arc::new(Slot {
                     file: Mutex::new(file),
                     opener_tgid,
-                    closed: Mutex::new(None),
+                    closed: AtomicU64::new(0),
                 }),
             );
         tracing::debug!(file = id, tid = caller.tid(), ?mode, "opened");
@@ -321,7 +330,7 @@ impl Device {
         if let Ok(slot) = self.file(id)
             && crate::policy::same_process(slot.opener_tgid, caller.tid())
         {
-            *lock(&slot.closed) = Some(std::time::Instant::now());
+            slot.closed.store(stamp(), Ordering::Relaxed);
         }
     }
 
@@ -345,7 +354,8 @@ impl Device {
         // A holder already out of the open table is being released now.
         self.store.holders_of(&cpus).iter().all(|id| {
             self.file(*id).map_or(true, |slot| {
-                lock(&slot.closed).is_some_and(|at| at.elapsed() < RELEASE_FOLLOWS_CLOSE)
+                let at = slot.closed.load(Ordering::Relaxed);
+                at != 0 && stamp().saturating_sub(at) < RELEASE_FOLLOWS_CLOSE.as_nanos() as u64
             })
         })
     }
@@ -504,7 +514,7 @@ impl Device {
             )));
         }
         let slot = self.file(id)?;
-        *lock(&slot.closed) = None;
+        slot.closed.store(0, Ordering::Relaxed);
         let mut file = lock(&slot.file);
         self.check_cpu_online(&file, &request)?;
         Session {

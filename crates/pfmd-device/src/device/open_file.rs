@@ -892,13 +892,10 @@ impl OpenFile {
             .filter(|g| g.target == target)
             .map(|g| (g.cpu, g.events.clone()))
             .collect();
-        let Some(descriptors) = kept
-            .iter()
-            .map(|(_, e)| e.len() as u64)
-            .reduce(|a, b| a + b)
-        else {
+        if kept.is_empty() {
             return false;
-        };
+        }
+        let descriptors = kept.iter().map(|(_, events)| events.len() as u64).sum();
         let Ok(charge) = budgets.charge(self.opener.uid, Resource::PerfDescriptors, descriptors)
         else {
             return false;

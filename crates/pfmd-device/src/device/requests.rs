@@ -64,10 +64,9 @@ impl Session<'_> {
             Request::ClearPcbPme => {
                 let tid = self.caller.tid();
                 let device = self.device;
-                if self.file.counting()
-                    && self
-                        .file
-                        .exclude_pme_thread(device.backend.as_ref(), &device.budgets, tid)
+                if self
+                    .file
+                    .exclude_pme_thread(device.backend.as_ref(), &device.budgets, tid)
                 {
                     return Ok(IoctlReply::none());
                 }

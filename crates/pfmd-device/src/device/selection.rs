@@ -86,11 +86,7 @@ impl Session<'_> {
             ProcessFilter::SetPmeThis => (self.file.settings.scope, true),
             ProcessFilter::ThisProcess => (Scope::LogSelect, true),
         };
-        let birth = if set_pme {
-            Some(self.check_pme_room(tid)?)
-        } else {
-            None
-        };
+        let birth = set_pme.then(|| self.check_pme_room(tid)).transpose()?;
         let selective = scope == Scope::LogSelect || set_pme;
         if selective && !policy.may_count_own_user(creds) {
             return Err(DeviceError::AccessDenied(format!(

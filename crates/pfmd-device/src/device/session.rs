@@ -50,12 +50,13 @@ impl Session<'_> {
         let birth = backend.thread_birth(tid).ok_or_else(|| {
             DeviceError::invalid(format!("thread {tid} has exited: no PME bit to set"))
         })?;
-        let pme = &self.file.settings.pme;
-        if !pme.contains_key(&tid) && pme.len() >= limit {
+        let full = |pme: &std::collections::BTreeMap<i32, u64>| {
+            !pme.contains_key(&tid) && pme.len() >= limit
+        };
+        if full(&self.file.settings.pme) {
             self.file.forget_exited_pme(backend);
         }
-        let pme = &self.file.settings.pme;
-        if !pme.contains_key(&tid) && pme.len() >= limit {
+        if full(&self.file.settings.pme) {
             return Err(DeviceError::NoSpace(format!(
                 "the open already gave the PME bit to {limit} threads (--max-pme-threads)"
             )));
