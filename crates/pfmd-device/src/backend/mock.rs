@@ -114,9 +114,19 @@ impl MockBackend {
         self.world.lock().unwrap().panic_on_open = panic;
     }
 
-    /// Makes enabling a group fail with `EIO` (or work again).
+    /// Makes enabling a group or a sampler fail with `EIO` (or work again).
     pub fn set_failing_enable(&self, failing: bool) {
         self.world.lock().unwrap().failing_enable = failing;
+    }
+
+    fn check_enable(&self) -> Result<(), BackendError> {
+        match self.world.lock().unwrap().failing_enable {
+            true => Err(BackendError::Io {
+                op: "enable",
+                errno: nix::errno::Errno::EIO,
+            }),
+            false => Ok(()),
+        }
     }
 
     /// `ESRCH` for an event on a thread that has exited, `ENODEV` for a
@@ -247,12 +257,7 @@ struct MockGroup {
 
 impl CountingGroup for MockGroup {
     fn enable(&mut self) -> Result<(), BackendError> {
-        if self.backend.world.lock().unwrap().failing_enable {
-            return Err(BackendError::Io {
-                op: "enable",
-                errno: nix::errno::Errno::EIO,
-            });
-        }
+        self.backend.check_enable()?;
         self.backend.switched(Switch::Group(true));
         if let Some(at) = self.disabled_at.take() {
             let now = self.backend.totals(&self.spec);
@@ -370,6 +375,7 @@ impl Drop for MockSampler {
 
 impl SamplingStream for MockSampler {
     fn enable(&mut self) -> Result<(), BackendError> {
+        self.backend.check_enable()?;
         self.backend.switched(Switch::Sampler(true));
         self.enabled
             .store(true, std::sync::atomic::Ordering::SeqCst);

@@ -539,3 +539,47 @@ fn ipl_totals_survive_a_change_to_logselect() {
         "the LOGALL stretch is IPL 0 and idle: {h:?}"
     );
 }
+
+/// A `PCNTCALLER` the host refuses leaves the profile as it was: not in
+/// caller mode, so the next `PCNTSETKRANGE` replaces the range (in caller
+/// mode it would add a caller range), and the samplers take no callchains.
+#[test]
+fn a_refused_caller_mode_is_rolled_back() {
+    let b = MockBackend::with_events(&[HostEvent::CpuClock]);
+    let d = device(&b);
+    let c = caller(0);
+    let (f, _) = sampling(&d, &c, PCNTOPENALL, abi::PFM_PROFILING);
+    let rsize = || {
+        u64::from_ne_bytes(
+            call(&d, f, &c, n::PCNTGETRSIZE, &[]).unwrap().out[..8]
+                .try_into()
+                .unwrap(),
+        )
+    };
+    call(
+        &d,
+        f,
+        &c,
+        n::PCNTSETKRANGE,
+        &range(TEXT.0, TEXT.0 + 0x1000, 4),
+    )
+    .unwrap();
+    assert_eq!(rsize(), 0x1000 / 16 * 4);
+    b.set_failing_enable(true);
+    assert_eq!(call(&d, f, &c, n::PCNTCALLER, &[]).unwrap_err(), Errno::EIO);
+    b.set_failing_enable(false);
+    call(&d, f, &c, n::PCNTRENABLE, &[]).expect("enabling again works");
+    assert!(
+        !b.sampler_specs().last().unwrap().callchain,
+        "the samplers as they were"
+    );
+    call(
+        &d,
+        f,
+        &c,
+        n::PCNTSETKRANGE,
+        &range(TEXT.0, TEXT.0 + 0x2000, 4),
+    )
+    .expect("a new range, not a caller range");
+    assert_eq!(rsize(), 0x2000 / 16 * 4, "the range was replaced");
+}
