@@ -75,6 +75,74 @@ fn print_event_map_round_trips_through_event_map() {
     );
 }
 
+/// A map line naming no event (a typo, a wrong case) stops pfmd naming the
+/// line; a line for another model's event is kept for that model's daemons
+/// and the log says this one does not use it.
+#[test]
+fn event_map_names_must_be_events() {
+    let dir = tempfile::tempdir().unwrap();
+    let map = dir.path().join("events.map");
+    let pfmd = |model: &str| {
+        let mut c = Command::new(common::bin("pfmd"));
+        c.args(["--model", model, "--print-event-map", "--event-map"])
+            .arg(&map);
+        run(&mut c)
+    };
+    for (content, says) in [
+        (
+            "PF_PALMODE type=1 config=0\nPF_PALMOD type=1 config=0\n",
+            "line 2: PF_PALMOD",
+        ),
+        ("pf_palmode type=1 config=0\n", "line 1: pf_palmode"),
+        (
+            "PF_PALMODE type=1 config=0\nPF_PALMODE type=1 config=1\n",
+            "line 2",
+        ),
+    ] {
+        std::fs::write(&map, content).unwrap();
+        let out = pfmd("ev4");
+        assert_eq!(out.status.code(), Some(1), "{content:?}: {}", text(&out));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(says), "{content:?}: {stderr}");
+    }
+    std::fs::write(
+        &map,
+        "PF_PALMODE type=1 config=0\nPF5_MUX0_ISSUES type=1 config=1\n",
+    )
+    .unwrap();
+    let out = pfmd("ev4");
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("PF_PALMODE type=1 config=0x0"),
+        "{}",
+        text(&out)
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("PF5_MUX0_ISSUES is not an event of --model ev4"),
+        "{stderr}"
+    );
+}
+
+/// A listing read only in part (`pfmd --list-events | head -1`) ends
+/// pfmd with status 0, not a panic about the broken pipe.
+#[test]
+fn a_listing_into_a_closed_pipe_exits_0() {
+    for args in [
+        &["--list-events"][..],
+        &["--list-events", "--json"],
+        &["--print-event-map"],
+    ] {
+        let (read, write) = nix::unistd::pipe().unwrap();
+        drop(read);
+        let out = run(Command::new(common::bin("pfmd"))
+            .args(args)
+            .stdout(std::process::Stdio::from(write)));
+        assert!(out.status.success(), "{args:?}: {}", text(&out));
+        assert!(!text(&out).contains("panicked"), "{}", text(&out));
+    }
+}
+
 #[test]
 fn notifies_systemd_when_ready_stopping_and_on_the_watchdog() {
     if !can_run() {

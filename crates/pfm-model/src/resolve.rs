@@ -29,6 +29,7 @@ pub struct EventMapError {
 impl EventMap {
     pub fn parse(text: &str) -> Result<Self, EventMapError> {
         let mut bindings = BTreeMap::new();
+        let mut lines = BTreeMap::new();
         for (index, raw_line) in text.lines().enumerate() {
             let line = raw_line.split('#').next().unwrap_or("").trim();
             if line.is_empty() {
@@ -40,6 +41,20 @@ impl EventMap {
             };
             let mut words = line.split_whitespace();
             let name = words.next().unwrap_or_default().to_string();
+            // A typo or a wrong case would leave the event unbound without
+            // a word (the site believing it bound): only names some model
+            // has (an event of another model may serve a site's other
+            // daemons; pfmd says which lines its model does not use).
+            if !crate::Model::all().any(|m| m.event(&name).is_some()) {
+                return Err(err(format!(
+                    "{name}: no model has an event of this name (names as \
+                     `pfmd --list-events` prints them; case matters)"
+                )));
+            }
+            if let Some(first) = lines.get(&name) {
+                return Err(err(format!("{name} is bound on line {first} already")));
+            }
+            lines.insert(name.clone(), index + 1);
             let (mut kind, mut config, mut config1) = (None, None, 0u64);
             for word in words {
                 let (key, value) = word
@@ -80,6 +95,11 @@ impl EventMap {
 
     pub fn is_empty(&self) -> bool {
         self.bindings.is_empty()
+    }
+
+    /// The bound names, in order.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.bindings.keys().map(String::as_str)
     }
 
     /// Writes the file format `parse` reads.
@@ -181,7 +201,7 @@ mod tests {
     }
 
     static CYCLES: AlphaEvent = AlphaEvent {
-        name: "TEST_CYCLES",
+        name: "PF_CYCLES",
         code: 0xa,
         counter: 0,
         description: "cycles",
@@ -211,7 +231,7 @@ mod tests {
 
     #[test]
     fn site_map_binding_wins_and_round_trips() {
-        let map = EventMap::parse("# site\nTEST_CYCLES type=4 config=0x3c\n").unwrap();
+        let map = EventMap::parse("# site\nPF_CYCLES type=4 config=0x3c\n").unwrap();
         let Resolution::Resolved(r) = resolve(&CYCLES, &OnlySoftware, &map) else {
             panic!("raw binding must resolve")
         };
@@ -223,19 +243,45 @@ mod tests {
                 config1: 0
             }
         );
-        let line = EventMap::format_line("TEST_CYCLES", 4, 0x3c, 0);
+        let line = EventMap::format_line("PF_CYCLES", 4, 0x3c, 0);
         assert!(
             EventMap::parse(&line)
                 .unwrap()
-                .binding("TEST_CYCLES")
+                .binding("PF_CYCLES")
                 .is_some()
         );
     }
 
     #[test]
     fn bad_map_lines_name_the_line() {
-        let e = EventMap::parse("A type=4 config=1\nB type=x config=1\n").unwrap_err();
+        let e =
+            EventMap::parse("PF_CYCLES type=4 config=1\nPF_DUAL type=x config=1\n").unwrap_err();
         assert_eq!(e.line, 2);
-        assert!(EventMap::parse("C config=1").is_err());
+        assert!(EventMap::parse("PF_CYCLES config=1").is_err());
+    }
+
+    /// A name no model has (a typo, a wrong case) and a second line for one
+    /// event stop the map, naming the line; another model's event does not.
+    #[test]
+    fn unknown_and_repeated_names_are_bad_lines() {
+        for (text, line, says) in [
+            (
+                "PF_CYCLES type=1 config=0\nPF5_BOGUS type=1 config=2\n",
+                2,
+                "no model",
+            ),
+            ("pf5_mux0_issues type=1 config=2\n", 1, "case matters"),
+            (
+                "PF_DUAL type=1 config=0\n\nPF_DUAL type=1 config=1\n",
+                3,
+                "on line 1",
+            ),
+        ] {
+            let e = EventMap::parse(text).unwrap_err();
+            assert_eq!(e.line, line, "{text:?}");
+            assert!(e.to_string().contains(says), "{e}");
+        }
+        let both = EventMap::parse("PF_CYCLES type=1 config=0\nPF5_MUX0_ISSUES type=1 config=1\n");
+        assert_eq!(both.unwrap().names().count(), 2);
     }
 }

@@ -29,10 +29,13 @@ pub fn show(report: &Report, show: &Show) -> Result<(), ProfError> {
         Some(path) => {
             std::fs::write(path, bytes).map_err(ProfError::io(path.display().to_string()))
         }
-        None => std::io::stdout()
-            .lock()
-            .write_all(&bytes)
-            .map_err(ProfError::io("standard output")),
+        // A reader that stopped early (`| head`) took what it wanted.
+        None => match std::io::stdout().lock().write_all(&bytes) {
+            Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+                Err(ProfError::io("standard output")(e))
+            }
+            _ => Ok(()),
+        },
     }
 }
 

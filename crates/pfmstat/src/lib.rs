@@ -230,10 +230,7 @@ impl Sink {
             return file.write_all(text.as_bytes()).map_err(io(name));
         }
         if self.stdout {
-            let mut out = std::io::stdout().lock();
-            out.write_all(text.as_bytes())
-                .and_then(|()| out.flush())
-                .map_err(io("stdout".into()))
+            print_stdout(text)
         } else {
             std::io::stderr()
                 .write_all(text.as_bytes())
@@ -242,14 +239,17 @@ impl Sink {
     }
 }
 
-/// Prints `text` on stdout (listings and the cost table).
+/// Prints `text` on stdout (reports, listings and the cost table). A
+/// reader that stopped early (`| head`) took what it wanted: not an error.
 fn print_stdout(text: &str) -> Result<(), Error> {
-    std::io::stdout()
-        .write_all(text.as_bytes())
-        .map_err(|source| Error::Io {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(source) if source.kind() != std::io::ErrorKind::BrokenPipe => Err(Error::Io {
             what: "stdout".into(),
             source,
-        })
+        }),
+        _ => Ok(()),
+    }
 }
 
 fn to_json_text(value: &serde_json::Value) -> Result<String, Error> {

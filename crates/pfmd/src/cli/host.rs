@@ -3,7 +3,7 @@
 use super::{Args, StartError};
 use crate::device::DeviceConfig;
 use crate::policy::{SecurityPolicy, parse_cpu_list};
-use pfm_model::EventMap;
+use pfm_model::{EventMap, Model};
 use std::path::Path;
 
 const SITE_EVENT_MAP: &str = "/etc/pfm/events.map";
@@ -98,6 +98,14 @@ pub fn event_map(args: &Args) -> Result<EventMap, StartError> {
         source,
     })?;
     tracing::info!(path = %path.display(), "site event map loaded");
+    let model = Model::of(args.model);
+    for name in map.names().filter(|name| model.event(name).is_none()) {
+        tracing::warn!(
+            path = %path.display(),
+            "{name} is not an event of --model {}: its binding is not used",
+            args.model
+        );
+    }
     Ok(map)
 }
 

@@ -19,50 +19,82 @@ use pfm_model::{
 };
 use serde_json::{Value, json};
 
+/// One line of a listing into a `String` (which cannot fail to take it).
+macro_rules! say {
+    ($out:expr, $($arg:tt)*) => {{
+        use std::fmt::Write as _;
+        let _ = writeln!($out, $($arg)*);
+    }};
+}
+
 pub fn run(args: &Args) -> Result<(), StartError> {
     let map = host::event_map(args)?;
     let backend = PerfBackend::probe();
     if args.print_event_map {
-        print_event_map(args.model, &backend, &map);
-        return Ok(());
+        return emit(&event_map_text(args.model, &backend, &map));
     }
     let listing = listing(args.model, &backend, &map);
     if args.json {
         let text = serde_json::to_string_pretty(&listing)
             .map_err(|e| StartError::Config(format!("writing JSON: {e}")))?;
-        println!("{text}");
+        emit(&format!("{text}\n"))
     } else {
-        print_text(&listing);
+        emit(&listing_text(&listing))
     }
-    Ok(())
+}
+
+/// Writes a listing to stdout. A reader that stopped early (`| head`) is
+/// not an error: the listing was asked for, and taken as far as wanted.
+fn emit(text: &str) -> Result<(), StartError> {
+    use std::io::Write as _;
+    let mut stdout = std::io::stdout().lock();
+    match stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+    {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(StartError::io("stdout")(e)),
+        _ => Ok(()),
+    }
 }
 
 /// The current mapping in the `--event-map` format: a bound line for each
 /// event counted by one host event, a comment for the rest (formulas and
 /// unavailable events).
-fn print_event_map(model: Implementation, backend: &PerfBackend, map: &EventMap) {
-    println!("# pfmd event map for --model {model}: NAME type=N config=X config1=Y");
-    println!("# Events counted by one host event are bound lines; the rest are comments.");
+fn event_map_text(model: Implementation, backend: &PerfBackend, map: &EventMap) -> String {
+    let mut out = String::new();
+    say!(
+        out,
+        "# pfmd event map for --model {model}: NAME type=N config=X config1=Y"
+    );
+    say!(
+        out,
+        "# Events counted by one host event are bound lines; the rest are comments."
+    );
     for event in catalog(model).into_iter().flatten() {
         match resolve(event, backend, map) {
             Resolution::Resolved(r) => match r.terms.as_slice() {
                 [term] if term.scale == Scale::ONE => {
                     let (kind, config, config1) = crate::backend::perf::encoding(&term.event);
-                    println!(
+                    say!(
+                        out,
                         "{}",
                         EventMap::format_line(event.name, kind, config, config1)
                     );
                 }
-                _ => println!(
+                _ => say!(
+                    out,
                     "# {}: {} {} (a formula, not one raw event)",
-                    event.name, r.fidelity, r.formula
+                    event.name,
+                    r.fidelity,
+                    r.formula
                 ),
             },
             Resolution::Unavailable { reason, .. } => {
-                println!("# {}: unavailable: {reason}", event.name)
+                say!(out, "# {}: unavailable: {reason}", event.name)
             }
         }
     }
+    out
 }
 
 /// Width and periods of each counter of a model.
@@ -198,8 +230,10 @@ fn text(v: &Value) -> &str {
     v.as_str().unwrap_or("")
 }
 
-fn print_text(l: &Value) {
-    println!(
+fn listing_text(l: &Value) -> String {
+    let mut out = String::new();
+    say!(
+        out,
         "pfmd events for --model {} ({})",
         text(&l["model"]),
         text(&l["chip"])
@@ -211,7 +245,8 @@ fn print_text(l: &Value) {
             .flatten()
             .map(|p| p.to_string())
             .collect();
-        println!(
+        say!(
+            out,
             "counter {}: {} bits, interrupts every {} events",
             c["counter"],
             c["width"],
@@ -224,7 +259,8 @@ fn print_text(l: &Value) {
             Some(reason) => format!("{:<11} {}", "unavailable", text(reason)),
             None => format!("{:<11} {}", text(&here["fidelity"]), text(&here["formula"])),
         };
-        println!(
+        say!(
+            out,
             "  counter {} {:<32} {:>20}  {host}\n      {}",
             e["counter"],
             text(&e["name"]),
@@ -233,13 +269,17 @@ fn print_text(l: &Value) {
         );
         if let Some(pairs) = e.get("pairs").and_then(Value::as_array) {
             let names: Vec<&str> = pairs.iter().map(text).collect();
-            println!("      in pairs: {}", names.join(", "));
+            say!(out, "      in pairs: {}", names.join(", "));
         }
     }
     if let Some(pairs) = l.get("pairs").and_then(Value::as_array) {
-        println!("EV67 PCNT6MUX values (only these; any other is EINVAL):");
+        say!(
+            out,
+            "EV67 PCNT6MUX values (only these; any other is EINVAL):"
+        );
         for p in pairs {
-            println!(
+            say!(
+                out,
                 "  {:>5} {:<46} counter 0 {:<18} counter 1 {:<20}{}  {}",
                 text(&p["code"]),
                 text(&p["name"]),
@@ -259,14 +299,16 @@ fn print_text(l: &Value) {
         }
     }
     if let Some(pm) = l.get("profile_me") {
-        println!(
+        say!(
+            out,
             "EV67 profile-me statistics ({}; this host: IBS op {}, PEBS {}):",
             text(&pm["items_bits"]),
             pm["ibs_op"],
             pm["pebs"]
         );
         for s in pm["statistics"].as_array().into_iter().flatten() {
-            println!(
+            say!(
+                out,
                 "  {:>2} {:<28} {}",
                 s["value"].as_u64().unwrap_or(0),
                 text(&s["name"]),
@@ -280,7 +322,8 @@ fn print_text(l: &Value) {
         .flatten()
         .map(text)
         .collect();
-    println!("host events that open here: {}", opened.join(", "));
+    say!(out, "host events that open here: {}", opened.join(", "));
+    out
 }
 
 #[cfg(test)]
