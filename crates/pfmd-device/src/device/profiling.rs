@@ -74,16 +74,12 @@ impl Session<'_> {
         let buckets = Profile::bucket_count(start, end, stride);
         let slots = histograms.slots() as u64;
         let bytes = buckets.saturating_mul(4).saturating_mul(slots);
-        if bytes > config.max_profile_bytes {
-            return Err(DeviceError::NoMemory(format!(
-                "{bytes} bytes of buckets exceed --max-profile-bytes {}",
-                config.max_profile_bytes
-            )));
-        }
-        // The old buckets go first: a new range replaces the old one, and a
-        // refused one leaves none. A read(2) call in progress ends on the
-        // buckets it began with: its snapshot keeps them, and their charge,
-        // while the budget has room for the new range too.
+        // The old buckets go first: a new range replaces the old one, and
+        // one refused for its size leaves none, whichever limit refused it
+        // (the driver freed the old buffer before allocating). A read(2)
+        // call in progress ends on the buckets it began with: its snapshot
+        // keeps them, and their charge, while the budget has room for the
+        // new range too.
         let replaced = histograms.profile.take().is_some();
         let old_charge = self.file.sampled.profile_charge.take();
         match &mut self.file.sampled.read_snapshot {
@@ -94,6 +90,12 @@ impl Session<'_> {
         }
         if replaced {
             super::memory::return_freed_memory();
+        }
+        if bytes > config.max_profile_bytes {
+            return Err(DeviceError::NoMemory(format!(
+                "{bytes} bytes of buckets exceed --max-profile-bytes {}",
+                config.max_profile_bytes
+            )));
         }
         let (budgets, uid) = (&self.device.budgets, self.file.opener.uid);
         let charge_buckets =

@@ -583,3 +583,34 @@ fn a_refused_caller_mode_is_rolled_back() {
     .expect("a new range, not a caller range");
     assert_eq!(rsize(), 0x2000 / 16 * 4, "the range was replaced");
 }
+
+/// A range refused for its size leaves no range, whichever limit refused
+/// it (`--max-profile-bytes` once left the old range counting): rsize 0,
+/// no buckets to read, nothing collected.
+#[test]
+fn a_range_refused_for_its_size_leaves_none() {
+    let b = MockBackend::with_events(&[HostEvent::CpuClock]);
+    let d = device(&b);
+    let c = caller(0);
+    let (f, _) = sampling(&d, &c, PCNTOPENALL, abi::PFM_PROFILING);
+    let rsize = || {
+        let out = call(&d, f, &c, n::PCNTGETRSIZE, &[]).unwrap().out;
+        u64::from_ne_bytes(out[..8].try_into().unwrap())
+    };
+    call(&d, f, &c, n::PCNTSETURANGE, &range(0x1000, 0x2000, 4)).unwrap();
+    b.emit(Target::AllTasks, sample(0x1010, true, 7, 0), 1);
+    assert_eq!(rsize(), 0x1000 / 16 * 4);
+    assert_eq!(
+        call(&d, f, &c, n::PCNTSETURANGE, &range(0, 1 << 40, 4)).unwrap_err(),
+        Errno::ENOMEM
+    );
+    assert_eq!(rsize(), 0, "no range after the refusal");
+    b.emit(Target::AllTasks, sample(0x1010, true, 7, 0), 1);
+    assert!(d.read(f, &c, 0, 1 << 16).unwrap().is_empty(), "no buckets");
+    call(&d, f, &c, n::PCNTSETURANGE, &range(0x1000, 0x2000, 4)).unwrap();
+    assert_eq!(
+        call(&d, f, &c, n::PCNTSETURANGE, &range(0x1000, 0x2000, 6)).unwrap_err(),
+        Errno::EINVAL
+    );
+    assert_eq!(rsize(), 0x1000 / 16 * 4, "an invalid range changes nothing");
+}
