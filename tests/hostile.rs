@@ -42,7 +42,8 @@ fn no_bugs(daemon: &Daemon) {
 /// is refused with the table's errno. Real root, the control, is refused
 /// nothing; plain nobody gets exactly what the namespace root gets, and so
 /// does host root that dropped its capabilities (the kernel decides perf
-/// privilege by capability, not by uid 0).
+/// privilege by capability, not by uid 0). A member of `--allow-group`
+/// keeps the group's rights inside such a namespace.
 ///
 /// `PCNTCALLER` is not a privilege check of its own: it needs kernel
 /// profiling on, which such a caller can never turn on (`PCNTSETKRANGE` is
@@ -110,6 +111,25 @@ fn user_namespace_root_gets_nothing_nobody_would_not(channel: Channel) {
         );
         no_bugs(&daemon);
     }
+    // A member of --allow-group keeps what the group gives from inside a
+    // namespace of its own: the group is its own on the host, where
+    // capabilities made in the namespace are not.
+    let daemon = Daemon::on(channel, &["--model", "ev5", "--allow-group", "daemon"]);
+    let mut member_in_userns = Command::new("setpriv");
+    member_in_userns
+        .args(["--reuid=65534", "--regid=65534", "--groups=daemon", "--"])
+        .args(["unshare", "-U", "-r"])
+        .arg(common_hostile::client_program())
+        .arg("userns")
+        .arg(&daemon.device);
+    let member = run_ok(&daemon, &mut member_in_userns);
+    assert!(member.contains("uid=0 euid=0"), "{member}");
+    assert_rows(
+        "ev5 group member in a userns",
+        &member,
+        &userns_rows_of_root(true),
+    );
+    no_bugs(&daemon);
 }
 
 /// A client in its own PID namespace counts its own threads with

@@ -25,12 +25,14 @@ impl SecurityPolicy {
         })
     }
 
-    /// Privileged as the kernel sees it (CAP_PERFMON, CAP_SYS_ADMIN), or a
-    /// member of `--allow-group`; either only from the initial user
-    /// namespace, so nobody gains anything by creating a namespace.
+    /// Privileged as the kernel sees it (CAP_PERFMON, CAP_SYS_ADMIN) from
+    /// the initial user namespace only, so nobody gains anything by
+    /// creating a namespace; or a member of `--allow-group`, in any
+    /// namespace: `/proc` shows the daemon the caller's groups on the host,
+    /// which a namespace of its own cannot add to.
     pub fn trusted(&self, c: &Credentials) -> bool {
-        c.initial_user_namespace
-            && (c.perf_privileged() || self.allow_gid.is_some_and(|g| c.in_group(g)))
+        (c.initial_user_namespace && c.perf_privileged())
+            || self.allow_gid.is_some_and(|g| c.in_group(g))
     }
 
     /// May share the hardware counters with another perf user that holds
@@ -99,9 +101,14 @@ mod tests {
         };
         assert!(!at(2, None).may_count_system_wide(&root_without_capabilities));
         assert!(at(2, None).may_reset_busy(&root_without_capabilities));
+        // Root of a namespace nobody (65534, in group 4) made: /proc shows
+        // the daemon its ids on the host.
         let namespaced_root = Credentials {
             initial_user_namespace: false,
             cap_effective: u64::MAX,
+            euid: 65534,
+            egid: 65534,
+            groups: vec![4],
             ..root
         };
         assert!(
@@ -109,5 +116,9 @@ mod tests {
             "root of its own user namespace is not root here"
         );
         assert!(!at(2, Some(0)).may_use_short_periods(&namespaced_root));
+        assert!(
+            at(2, Some(4)).may_use_short_periods(&namespaced_root),
+            "its group on the host still counts"
+        );
     }
 }
