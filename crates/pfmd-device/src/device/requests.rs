@@ -85,14 +85,17 @@ impl Session<'_> {
             }
             Request::ClearCnt => self.clear_counts(),
             Request::Caller => {
-                let profiling_kernel = self
-                    .file
-                    .sampled
-                    .histograms
-                    .lock()
-                    .profile
-                    .as_ref()
-                    .is_some_and(|p| p.mode == ProfileMode::Kernel);
+                // On: PFM_PROFILING selected and a kernel range set (a range
+                // kept while the item is off profiles nothing).
+                let profiling_kernel = self.file.settings.items.contains(Items::PROFILING)
+                    && self
+                        .file
+                        .sampled
+                        .histograms
+                        .lock()
+                        .profile
+                        .as_ref()
+                        .is_some_and(|p| p.mode == ProfileMode::Kernel);
                 if !profiling_kernel {
                     return Err(DeviceError::invalid("PCNTCALLER needs kernel profiling on"));
                 }

@@ -614,3 +614,28 @@ fn a_range_refused_for_its_size_leaves_none() {
     );
     assert_eq!(rsize(), 0x1000 / 16 * 4, "an invalid range changes nothing");
 }
+
+/// `PCNTCALLER` needs kernel profiling on: a kernel range kept while
+/// `PFM_PROFILING` is deselected profiles nothing, so it is `EINVAL` then.
+#[test]
+fn caller_mode_needs_profiling_selected() {
+    let b = MockBackend::with_events(&[HostEvent::CpuClock]);
+    let d = device(&b);
+    let c = caller(0);
+    let (f, _) = sampling(&d, &c, PCNTOPENALL, abi::PFM_PROFILING);
+    call(
+        &d,
+        f,
+        &c,
+        n::PCNTSETKRANGE,
+        &range(TEXT.0, TEXT.0 + 0x1000, 4),
+    )
+    .unwrap();
+    call(&d, f, &c, n::PCNTSETITEMS, &long(abi::PFM_COUNTERS)).unwrap();
+    assert_eq!(
+        call(&d, f, &c, n::PCNTCALLER, &[]).unwrap_err(),
+        Errno::EINVAL
+    );
+    call(&d, f, &c, n::PCNTSETITEMS, &long(abi::PFM_PROFILING)).unwrap();
+    call(&d, f, &c, n::PCNTCALLER, &[]).expect("on again with the item");
+}
