@@ -1110,6 +1110,54 @@ fn stores_into_a_stalled_page_stall_only_their_caller(channel: Channel) {
     no_bugs(&daemon);
 }
 
+/// A caller killed while its store waits on a page that never comes ends:
+/// its thread waits for the daemon's reply uninterruptibly, so the store
+/// helper's watchdog answers `EINTR` once it finds `SIGKILL` pending. The
+/// store's own answer, when the page comes later, is dropped, and the
+/// daemon serves on.
+fn a_caller_killed_while_its_store_hangs_ends(channel: Channel) {
+    let test = std::thread::current()
+        .name()
+        .unwrap_or("killed")
+        .to_string();
+    if !prerequisites(&test, BASE) {
+        return;
+    }
+    let _serial = serial();
+    let mut daemon = Daemon::on(channel, &[]);
+    let fs = SlowFs::mount();
+    let mut attacker = client_as_nobody(
+        &daemon,
+        "stall",
+        &["1", "0", fs.file().to_str().unwrap(), "1"],
+    )
+    .stdout(Stdio::null())
+    .spawn()
+    .unwrap();
+    assert!(
+        fs.wait_for("held", Duration::from_secs(30)),
+        "the store never reached the filesystem\n{}",
+        log_tail(&daemon, 40)
+    );
+    attacker.kill().unwrap();
+    let ended = xtask::pfmd::wait_for_exit(&mut attacker, Duration::from_secs(30));
+    fs.release();
+    assert!(
+        ended.is_some(),
+        "{channel:?}: the killed caller did not end while its page was held\n{}",
+        log_tail(&daemon, 40)
+    );
+    let out = run_within(
+        &daemon,
+        client(&daemon, "latency", &["0", "100"]),
+        Duration::from_secs(120),
+        "root's GETCNTs after",
+    );
+    assert_rows("after", &out, &[("enable", "0"), ("getcnt", "0")]);
+    assert!(alive(&mut daemon));
+    no_bugs(&daemon);
+}
+
 /// The daemon's store helper: its child named `pfmd-stores`. The child
 /// takes that name as it starts, which on a loaded machine can be after
 /// the daemon says it is ready: looked for until it has.
@@ -1264,6 +1312,7 @@ fn sigterm_ends_the_daemon_with_a_store_stuck() {
 over_each_fuse_channel!(
     held_stores_on_one_cpu_leave_the_user_its_other_cpus,
     stores_into_a_stalled_page_stall_only_their_caller,
+    a_caller_killed_while_its_store_hangs_ends,
     user_namespace_root_gets_nothing_nobody_would_not,
     pid_namespace_client_counts_its_own_threads,
     a_holder_keeps_working_while_nobody_polls_open,

@@ -30,6 +30,12 @@
 //! stuck stores hold a quarter of them at most. Counted per link first, so
 //! a user with one caller per CPU is never refused for callers on other
 //! CPUs. A store that faults is `EFAULT`, as a failed `copyout`.
+//!
+//! A caller killed while its store hangs would never end: its thread waits
+//! for our reply uninterruptibly once we have read the request. So a
+//! watchdog in the helper answers `EINTR` for a store held over
+//! [`WATCH_EVERY`] whose thread has `SIGKILL` pending (or is gone), and the
+//! store's own answer, if its page ever arrives, is dropped.
 
 use nix::errno::Errno;
 use nix::sys::socket::{
@@ -70,6 +76,9 @@ const MAX_LINK_FDS: usize = 253;
 const SPARE_THREADS: usize = 2;
 /// Helper threads need little stack: a message buffer lives on the heap.
 const THREAD_STACK: usize = 64 * 1024;
+/// How often the watchdog looks for stores of killed callers, and how long
+/// a store is held before it counts (a store takes microseconds).
+pub const WATCH_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// One store: `bytes` at `addr` in thread `tid` of user `uid`. `tag` and
 /// `unique` say what to answer when it is done; `reply` is that answer on
@@ -362,6 +371,8 @@ struct Helper {
     max_threads: usize,
     /// Every user's stores in flight, over all links.
     in_flight: InFlight,
+    /// Stores being made, for the watchdog.
+    held: Held,
 }
 
 impl Helper {
@@ -372,6 +383,92 @@ impl Helper {
             started: AtomicUsize::new(0),
             max_threads: HELPER_THREADS.max(HELPER_THREADS_PER_CPU * cpus),
             in_flight: InFlight::new(USER_STORES_AT_LEAST.max(USER_STORES_PER_CPU * cpus)),
+            held: Held::default(),
+        }
+    }
+}
+
+/// A store being made: what its answer needs, and whose it is.
+struct HeldStore {
+    link: Arc<Link>,
+    tag: u64,
+    unique: u64,
+    tid: i32,
+    since: std::time::Instant,
+}
+
+/// The stores being made. Whoever takes a store out answers it: its
+/// thread when the store is made, or the watchdog when its caller is being
+/// killed; never both (a ring entry answered twice would answer the
+/// request that took the entry since).
+#[derive(Default)]
+struct Held {
+    stores: Mutex<HashMap<u64, HeldStore>>,
+    next: std::sync::atomic::AtomicU64,
+}
+
+impl Held {
+    fn start(&self, link: &Arc<Link>, job: &StoreJob) -> u64 {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        let store = HeldStore {
+            link: Arc::clone(link),
+            tag: job.tag,
+            unique: job.unique,
+            tid: job.tid,
+            since: std::time::Instant::now(),
+        };
+        self.lock().insert(id, store);
+        id
+    }
+
+    /// True when the caller of store `id` is still to be answered.
+    fn finish(&self, id: u64) -> bool {
+        self.lock().remove(&id).is_some()
+    }
+
+    /// Takes out the stores held over `age` whose thread is dying.
+    fn take_dying(&self, age: std::time::Duration) -> Vec<HeldStore> {
+        let old: Vec<(u64, i32)> = self
+            .lock()
+            .iter()
+            .filter(|(_, s)| s.since.elapsed() >= age)
+            .map(|(id, s)| (*id, s.tid))
+            .collect();
+        // /proc is read unlocked: the stores' threads finish meanwhile.
+        let dying: Vec<u64> = old
+            .into_iter()
+            .filter(|(_, tid)| thread_dying(*tid))
+            .map(|(id, _)| id)
+            .collect();
+        let mut stores = self.lock();
+        dying.iter().filter_map(|id| stores.remove(id)).collect()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, HeldStore>> {
+        self.stores.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// `SIGKILL` is pending for thread `tid` (a kill, or its process exiting),
+/// or the thread is gone.
+fn thread_dying(tid: i32) -> bool {
+    const SIGKILL_BIT: u64 = 1 << (libc::SIGKILL - 1);
+    match procfs::process::Process::new(tid).and_then(|p| p.status()) {
+        Ok(status) => (status.sigpnd | status.shdpnd) & SIGKILL_BIT != 0,
+        Err(_) => true,
+    }
+}
+
+/// The watchdog: answers `EINTR` for the held stores of killed callers.
+fn watch_held_stores(helper: &Helper) {
+    loop {
+        std::thread::sleep(WATCH_EVERY);
+        for store in helper.held.take_dying(WATCH_EVERY) {
+            tracing::debug!(
+                tid = store.tid,
+                "store helper: a held store's caller is being killed; answered EINTR"
+            );
+            answer(&store.link, store.tag, store.unique, Err(Errno::EINTR));
         }
     }
 }
@@ -473,6 +570,14 @@ pub fn helper_main() -> std::process::ExitCode {
     // nothing else in this process owns that descriptor.
     let control = unsafe { OwnedFd::from_raw_fd(CONTROL_FD) };
     let helper = Arc::new(Helper::new());
+    let watched = Arc::clone(&helper);
+    if let Err(e) = std::thread::Builder::new()
+        .name("pfm-store-watch".into())
+        .stack_size(THREAD_STACK)
+        .spawn(move || watch_held_stores(&watched))
+    {
+        tracing::error!("store helper: starting the watchdog: {e}");
+    }
     loop {
         let mut cpu = [0u8; 8];
         let mut space = nix::cmsg_space!([RawFd; MAX_LINK_FDS]);
@@ -589,37 +694,44 @@ fn serve_link(helper: &Arc<Helper>, link: &Arc<Link>) {
             tracing::error!("store helper: malformed store request");
             continue;
         };
+        let held = helper.held.start(link, &job);
         let result = store_within_quota(helper, link, &job).map(|()| job.reply);
         // Only the store can hang (a caller's page); what is left is a
         // write that nobody holds up.
         let leaving = !count_idle(link);
         counted_idle = !leaving;
-        if !link.replies.is_empty() {
-            reply_directly(&link.replies, job.tag, job.unique, result);
-        } else {
-            let done = StoreDone {
-                tag: job.tag,
-                unique: job.unique,
-                result,
-            };
-            if nix::sys::socket::send(
-                link.sock.as_raw_fd(),
-                &done.encode(),
-                MsgFlags::MSG_NOSIGNAL,
-            )
-            .is_err()
-            {
-                if counted_idle {
-                    link.idle.fetch_sub(1, Ordering::SeqCst);
-                }
-                break;
+        // Answered already when the watchdog found the caller killed.
+        if helper.held.finish(held) && !answer(link, job.tag, job.unique, result) {
+            if counted_idle {
+                link.idle.fetch_sub(1, Ordering::SeqCst);
             }
+            break;
         }
         if leaving {
             break;
         }
     }
     helper.threads.fetch_sub(1, Ordering::SeqCst);
+}
+
+/// Answers a store: the reply written to `/dev/fuse` (classic) or the
+/// result sent back on the link (a ring); false when the link is gone.
+fn answer(link: &Link, tag: u64, unique: u64, result: Result<Vec<u8>, Errno>) -> bool {
+    if !link.replies.is_empty() {
+        reply_directly(&link.replies, tag, unique, result);
+        return true;
+    }
+    let done = StoreDone {
+        tag,
+        unique,
+        result,
+    };
+    nix::sys::socket::send(
+        link.sock.as_raw_fd(),
+        &done.encode(),
+        MsgFlags::MSG_NOSIGNAL,
+    )
+    .is_ok()
 }
 
 /// Writes a finished store's reply (or its errno) to the `/dev/fuse` clone
