@@ -371,8 +371,8 @@ struct Helper {
     max_threads: usize,
     /// Every user's stores in flight, over all links.
     in_flight: InFlight,
-    /// Stores being made, for the watchdog.
-    held: Held,
+    /// Every link, for the watchdog.
+    links: Mutex<Vec<Arc<Link>>>,
 }
 
 impl Helper {
@@ -383,21 +383,20 @@ impl Helper {
             started: AtomicUsize::new(0),
             max_threads: HELPER_THREADS.max(HELPER_THREADS_PER_CPU * cpus),
             in_flight: InFlight::new(USER_STORES_AT_LEAST.max(USER_STORES_PER_CPU * cpus)),
-            held: Held::default(),
+            links: Mutex::new(Vec::new()),
         }
     }
 }
 
 /// A store being made: what its answer needs, and whose it is.
 struct HeldStore {
-    link: Arc<Link>,
     tag: u64,
     unique: u64,
     tid: i32,
     since: std::time::Instant,
 }
 
-/// The stores being made. Whoever takes a store out answers it: its
+/// A link's stores being made. Whoever takes a store out answers it: its
 /// thread when the store is made, or the watchdog when its caller is being
 /// killed; never both (a ring entry answered twice would answer the
 /// request that took the entry since).
@@ -408,10 +407,9 @@ struct Held {
 }
 
 impl Held {
-    fn start(&self, link: &Arc<Link>, job: &StoreJob) -> u64 {
+    fn start(&self, job: &StoreJob) -> u64 {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
         let store = HeldStore {
-            link: Arc::clone(link),
             tag: job.tag,
             unique: job.unique,
             tid: job.tid,
@@ -450,12 +448,15 @@ impl Held {
 }
 
 /// `SIGKILL` is pending for thread `tid` (a kill, or its process exiting),
-/// or the thread is gone.
+/// or the thread is gone. Any other failure to read `/proc` says no: an
+/// answer before the store is made would let it land after the call
+/// returned, in memory the caller may use for something else by then.
 fn thread_dying(tid: i32) -> bool {
     const SIGKILL_BIT: u64 = 1 << (libc::SIGKILL - 1);
     match procfs::process::Process::new(tid).and_then(|p| p.status()) {
         Ok(status) => (status.sigpnd | status.shdpnd) & SIGKILL_BIT != 0,
-        Err(_) => true,
+        Err(procfs::ProcError::NotFound(_)) => true,
+        Err(_) => false,
     }
 }
 
@@ -463,12 +464,19 @@ fn thread_dying(tid: i32) -> bool {
 fn watch_held_stores(helper: &Helper) {
     loop {
         std::thread::sleep(WATCH_EVERY);
-        for store in helper.held.take_dying(WATCH_EVERY) {
-            tracing::debug!(
-                tid = store.tid,
-                "store helper: a held store's caller is being killed; answered EINTR"
-            );
-            answer(&store.link, store.tag, store.unique, Err(Errno::EINTR));
+        let links = helper
+            .links
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        for link in links {
+            for store in link.held.take_dying(WATCH_EVERY) {
+                tracing::debug!(
+                    tid = store.tid,
+                    "store helper: a held store's caller is being killed; answered EINTR"
+                );
+                answer(&link, store.tag, store.unique, Err(Errno::EINTR));
+            }
         }
     }
 }
@@ -536,6 +544,9 @@ struct Link {
     replies: Vec<OwnedFd>,
     /// Stores in flight on this link, by user.
     in_flight: InFlight,
+    /// Stores being made on this link, for the watchdog (per link: a
+    /// lock every store takes stays on the link's CPU).
+    held: Held,
 }
 
 impl Link {
@@ -553,6 +564,7 @@ impl Link {
             idle: AtomicUsize::new(0),
             replies,
             in_flight: InFlight::new(STORES_PER_USER_PER_CPU * cpus),
+            held: Held::default(),
         }
     }
 }
@@ -612,6 +624,11 @@ pub fn helper_main() -> std::process::ExitCode {
         };
         let cpu = i64::from_ne_bytes(cpu);
         let link = Arc::new(Link::new(sock, usize::try_from(cpu).ok(), fds.collect()));
+        helper
+            .links
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(Arc::clone(&link));
         start_thread(&helper, &link);
     }
     // pfmd closed the control socket: it is stopping. Threads blocked on
@@ -694,14 +711,14 @@ fn serve_link(helper: &Arc<Helper>, link: &Arc<Link>) {
             tracing::error!("store helper: malformed store request");
             continue;
         };
-        let held = helper.held.start(link, &job);
+        let held = link.held.start(&job);
         let result = store_within_quota(helper, link, &job).map(|()| job.reply);
         // Only the store can hang (a caller's page); what is left is a
         // write that nobody holds up.
         let leaving = !count_idle(link);
         counted_idle = !leaving;
         // Answered already when the watchdog found the caller killed.
-        if helper.held.finish(held) && !answer(link, job.tag, job.unique, result) {
+        if link.held.finish(held) && !answer(link, job.tag, job.unique, result) {
             if counted_idle {
                 link.idle.fetch_sub(1, Ordering::SeqCst);
             }
