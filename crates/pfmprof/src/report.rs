@@ -411,13 +411,14 @@ impl Profile {
                 })
                 .collect(),
             functions,
-            annotation: function.map(|f| self.annotate(f, total)),
+            annotation: function.map(|f| self.annotate(f, total, fit)),
         }
     }
 
     /// Samples of `function` by source line (from the locations of its
-    /// sampled buckets), in file and line order.
-    fn annotate(&self, function: &str, total: u64) -> Annotation {
+    /// sampled buckets), in file and line order, scaled as its row is
+    /// (`fit`: the scale-down of the estimates to the interrupt count).
+    fn annotate(&self, function: &str, total: u64, fit: f64) -> Annotation {
         let mut lines: BTreeMap<(String, u32), f64> = BTreeMap::new();
         let mut samples = 0.0;
         let mut without_line = 0.0;
@@ -426,7 +427,7 @@ impl Profile {
                 continue;
             }
             let table = SymbolTable::new(range.symbols.clone(), range.end);
-            let scale = range.scale();
+            let scale = range.scale() * fit;
             let summed = range.summed();
             for (i, &count) in summed.iter().enumerate() {
                 let addr = range.bucket_address(i);
@@ -998,6 +999,27 @@ pub(crate) mod tests {
             p.report_annotating(Some("hot")).annotation.unwrap().samples,
             95
         );
+    }
+
+    /// Estimates over the interrupt count are scaled down to it: the
+    /// annotation of a function by the same factor as its row (it was not).
+    #[test]
+    fn an_annotation_is_scaled_as_its_row() {
+        let mut buckets = vec![0u64; 16];
+        buckets[4] = 60;
+        buckets[8] = 40;
+        let mut r = range(buckets);
+        r.symbols = vec![sym(0x1000, 0x1060, "hot"), sym(0x1060, 0x1100, "warm")];
+        let mut h = header();
+        h.interrupts = 50;
+        let p = Profile {
+            header: h,
+            ranges: vec![r],
+        };
+        let report = p.report_annotating(Some("hot"));
+        let row = report.functions.iter().find(|r| r.name == "hot").unwrap();
+        assert_eq!(row.samples, 30, "{:?}", report.functions);
+        assert_eq!(report.annotation.unwrap().samples, row.samples);
     }
 
     #[test]
