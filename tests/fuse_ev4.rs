@@ -194,6 +194,53 @@ fn one_mode_needs_a_thread_bound_to_one_cpu() {
     assert_eq!(refused.unwrap_err().errno(), Some(Errno::EINVAL));
 }
 
+/// A ONE open's thread that is no longer bound to its CPU still reads that
+/// CPU's counts, and the daemon logs it once (the contract: "if it is later
+/// found on another CPU ... we log it").
+#[test]
+fn a_one_open_whose_thread_leaves_its_cpu_is_logged() {
+    if !can_run() {
+        return;
+    }
+    if common::online_cpus() < 2 {
+        xtask::ci::skip_or_fail(
+            "a_one_open_whose_thread_leaves_its_cpu_is_logged",
+            "one CPU only",
+        );
+        return;
+    }
+    const LOGGED: &str = "no longer bound to CPU 1";
+    let daemon = Daemon::start(&[]);
+    let device = daemon.device.clone();
+    let (bound_tx, bound_rx) = std::sync::mpsc::channel();
+    let (go_on_tx, go_on_rx) = std::sync::mpsc::channel::<()>();
+    let client = std::thread::spawn(move || {
+        let set = |cpus: &[usize]| {
+            let mut set = nix::sched::CpuSet::new();
+            for cpu in cpus {
+                set.set(*cpu).unwrap();
+            }
+            nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set).unwrap();
+        };
+        set(&[1]);
+        let one = Device::open(device, OpenMode::One).unwrap();
+        bound_tx.send(one.ev4_counts().map(|c| c.len())).unwrap();
+        go_on_rx.recv().unwrap();
+        set(&[0, 1]);
+        (0..2)
+            .map(|_| one.ev4_counts().map(|c| c.len()))
+            .collect::<Vec<_>>()
+    });
+    assert_eq!(bound_rx.recv().unwrap().unwrap(), 1);
+    assert!(!daemon.log().contains(LOGGED), "{}", daemon.log());
+    go_on_tx.send(()).unwrap();
+    for counts in client.join().unwrap() {
+        assert_eq!(counts.unwrap(), 1, "the counts of CPU 1 still");
+    }
+    let log = daemon.log();
+    assert_eq!(log.matches(LOGGED).count(), 1, "logged once: {log}");
+}
+
 /// PCNTGETCNT in EACH mode through a pointer a safe client cannot make: an
 /// array ending at a PROT_NONE guard page. Prints `ncpus=N`, `fits=R` and one
 /// `cpu=I pf_cntr0=N` line per CPU for an array of exactly N elements there,

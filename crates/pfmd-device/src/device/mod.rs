@@ -42,7 +42,7 @@ use pfm_model::{EventMap, Implementation, Model};
 use session::Session;
 use std::collections::HashMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use store::Store;
 
@@ -117,6 +117,10 @@ struct Slot {
     /// A [`stamp`] of the close, 0 for none: every request clears it with
     /// one store.
     closed: AtomicU64,
+    /// A ONE open's CPU (fixed), and whether a caller was found no longer
+    /// bound to it (logged once).
+    one_cpu: Option<u32>,
+    left_one_cpu: AtomicBool,
 }
 
 /// Now, in nanoseconds since the first call, never 0.
@@ -283,6 +287,7 @@ impl Device {
         };
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let opener_tgid = creds.tgid;
+        let one_cpu = (mode == OpenMode::One).then(|| cpus[0]);
         let checkout =
             self.store
                 .check_out(id, creds.euid, &cpus, now_cycles(self.config.cpu_khz))?;
@@ -307,6 +312,8 @@ impl Device {
                     file: Mutex::new(file),
                     opener_tgid,
                     closed: AtomicU64::new(0),
+                    one_cpu,
+                    left_one_cpu: AtomicBool::new(false),
                 }),
             );
         tracing::debug!(file = id, tid = caller.tid(), ?mode, "opened");
@@ -402,12 +409,13 @@ impl Device {
     pub fn read(
         &self,
         id: FileId,
-        _caller: &Caller,
+        caller: &Caller,
         offset: u64,
         size: u32,
     ) -> Result<Vec<u8>, DeviceError> {
         contained("read", || {
             let slot = self.file(id)?;
+            note_left_one_cpu(&slot, caller);
             let mut file = lock(&slot.file);
             // Profiling deselected: nothing to read, as PCNTGETRSIZE says
             // (the buckets stay for a later PCNTSETITEMS that selects it).
@@ -515,6 +523,7 @@ impl Device {
         }
         let slot = self.file(id)?;
         slot.closed.store(0, Ordering::Relaxed);
+        note_left_one_cpu(&slot, caller);
         let mut file = lock(&slot.file);
         self.check_cpu_online(&file, &request)?;
         Session {
@@ -523,6 +532,23 @@ impl Device {
             caller,
         }
         .serve(request)
+    }
+}
+
+/// Logs, once per open, a ONE open's caller that is no longer bound to its
+/// CPU: its counts stay that CPU's, whatever the thread runs on now (the
+/// thread must stay bound, docs/device.md §2).
+fn note_left_one_cpu(slot: &Slot, caller: &Caller) {
+    let Some(cpu) = slot.one_cpu else { return };
+    if slot.left_one_cpu.load(Ordering::Relaxed) || caller.bound_to(cpu) != Some(false) {
+        return;
+    }
+    if !slot.left_one_cpu.swap(true, Ordering::Relaxed) {
+        tracing::warn!(
+            tid = caller.tid(),
+            "a PCNTOPENONE caller is no longer bound to CPU {cpu}: its counts are still CPU {cpu}'s, \
+             whatever CPU the thread runs on now (bind it to CPU {cpu} again, or open EACH)"
+        );
     }
 }
 

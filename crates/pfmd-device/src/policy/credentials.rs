@@ -189,6 +189,22 @@ impl Caller {
         self.channel_flags
     }
 
+    /// Whether the thread may run on `cpu` alone now: from the credentials
+    /// when this request read them, else asked of the kernel
+    /// (`sched_getaffinity`, no `/proc` read); `None` when it cannot be
+    /// told (the thread is gone).
+    pub fn bound_to(&self, cpu: u32) -> Option<bool> {
+        if let Some(creds) = self.known_credentials() {
+            return Some(creds.cpus_allowed == [cpu]);
+        }
+        let set = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(self.tid)).ok()?;
+        let allowed = |c: usize| set.is_set(c).unwrap_or(false);
+        Some(
+            allowed(cpu as usize)
+                && (0..nix::sched::CpuSet::count()).all(|c| c == cpu as usize || !allowed(c)),
+        )
+    }
+
     /// The credentials if a request already read them.
     pub fn known_credentials(&self) -> Option<&Credentials> {
         self.credentials.get().and_then(|r| r.as_ref().ok())
