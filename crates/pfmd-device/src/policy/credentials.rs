@@ -197,12 +197,10 @@ impl Caller {
         if let Some(creds) = self.known_credentials() {
             return Some(creds.cpus_allowed == [cpu]);
         }
-        let set = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(self.tid)).ok()?;
-        let allowed = |c: usize| set.is_set(c).unwrap_or(false);
-        Some(
-            allowed(cpu as usize)
-                && (0..nix::sched::CpuSet::count()).all(|c| c == cpu as usize || !allowed(c)),
-        )
+        let allowed = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(self.tid)).ok()?;
+        let mut only = nix::sched::CpuSet::new();
+        only.set(cpu as usize).ok()?;
+        Some(allowed == only)
     }
 
     /// The credentials if a request already read them.
