@@ -56,6 +56,52 @@ fn a_second_daemon_leaves_the_first_ones_link_alone() {
     assert_eq!(std::fs::read_link(&link).unwrap(), third.device);
 }
 
+/// A daemon claims its mountpoint directory (an exclusive `flock`, held
+/// while it lives) before it looks for a mount there and mounts: of two
+/// daemons started at the same instant, which both found no mount, the one
+/// without the claim is refused with status 1 (both once mounted and
+/// served, one over the other, and stopping them could leave a dead
+/// mount). The test holds the claim itself, as the other daemon would.
+#[test]
+fn a_mountpoint_another_daemon_claimed_is_refused() {
+    if !can_run() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mountpoint = dir.path().join("mnt");
+    std::fs::create_dir(&mountpoint).unwrap();
+    let pfmd = || {
+        let mut c = Command::new(common::bin("pfmd"));
+        c.args(["--transport", "fuse", "--dev-link", "none", "--mountpoint"])
+            .arg(&mountpoint);
+        c
+    };
+    let claim = nix::fcntl::Flock::lock(
+        std::fs::File::open(&mountpoint).unwrap(),
+        nix::fcntl::FlockArg::LockExclusiveNonblock,
+    )
+    .unwrap();
+    let mut refused = pfmd()
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let status = xtask::pfmd::wait_for_exit(&mut refused, std::time::Duration::from_secs(60));
+    if status.is_none() {
+        let _ = refused.kill();
+        let _ = refused.wait();
+        let _ = nix::mount::umount2(&mountpoint, nix::mount::MntFlags::MNT_DETACH);
+        panic!("pfmd served a mountpoint another daemon claimed");
+    }
+    let mut why = String::new();
+    std::io::Read::read_to_string(&mut refused.stderr.take().unwrap(), &mut why).unwrap();
+    assert_eq!(status.unwrap().code(), Some(1), "{why}");
+    assert!(why.contains("already served"), "{why}");
+    drop(claim);
+    let mut daemon = Daemon::start_at(dir, mountpoint.clone(), &[]);
+    assert!(daemon.stop().success(), "{}", daemon.log());
+}
+
 #[test]
 fn without_root_pfmd_says_what_it_needs() {
     if !can_run() {

@@ -212,6 +212,9 @@ pub struct FuseTransport {
     mounted: bool,
     life: Arc<Life>,
     stores: Option<StoreHelper>,
+    /// The mountpoint directory under the mount, locked for the daemon's
+    /// life ([`prepare_mountpoint`]).
+    _claim: nix::fcntl::Flock<std::fs::File>,
 }
 
 impl FuseTransport {
@@ -235,7 +238,7 @@ impl FuseTransport {
             tracing::info!("FUSE over io_uring not used: {why}");
             want_uring = false;
         }
-        prepare_mountpoint(&options.mountpoint)?;
+        let claim = prepare_mountpoint(&options.mountpoint)?;
         let mut stores =
             StoreHelper::spawn().map_err(FuseError::io("starting the store helper"))?;
         let dev = conn::mount_device(&options.mountpoint)?;
@@ -247,6 +250,7 @@ impl FuseTransport {
             mounted: true,
             life: Arc::new(Life::new(on_lost)),
             stores: None,
+            _claim: claim,
         };
         // A helper that dies while pfmd serves leaves pointer ioctls
         // unanswerable: the daemon ends, and its unit restarts it.
@@ -507,30 +511,46 @@ fn server_gone(errno: nix::errno::Errno) -> bool {
     )
 }
 
-/// Makes `path` a usable mountpoint: created if missing; a dead FUSE mount
-/// (its server gone after a crash) lazily unmounted; a live pfm mount
-/// refused. `statfs` always reaches the FUSE server (attributes may be
-/// cached), so it tells a dead mount from a live one without opening the
-/// device.
-fn prepare_mountpoint(path: &Path) -> Result<(), FuseError> {
+/// Makes `path` a usable mountpoint, and claims it: created if missing; a
+/// dead FUSE mount (its server gone after a crash) lazily unmounted; a live
+/// pfm mount refused. `statfs` always reaches the FUSE server (attributes
+/// may be cached), so it tells a dead mount from a live one without opening
+/// the device. Two daemons started at once both find no mount: the
+/// directory is locked (`flock`, held until the daemon exits), and the one
+/// that does not get the lock is refused; one that opens the directory
+/// after the other mounted gets the mount's root instead, and the second
+/// look finds the mount.
+fn prepare_mountpoint(path: &Path) -> Result<nix::fcntl::Flock<std::fs::File>, FuseError> {
     let io = |what: &str| FuseError::io(format!("{what} {}", path.display()));
+    let served = || {
+        Err(FuseError::AlreadyServed {
+            path: path.to_path_buf(),
+        })
+    };
+    let live_pfm_mount = |fs: &nix::sys::statfs::Statfs| {
+        fs.filesystem_type() == nix::sys::statfs::FUSE_SUPER_MAGIC
+            && std::fs::symlink_metadata(path.join(FILE_NAME)).is_ok()
+    };
     match nix::sys::statfs::statfs(path) {
         Err(errno) if server_gone(errno) => {
             tracing::warn!(path = %path.display(), %errno, "stale FUSE mount from a crashed daemon: detaching it");
             nix::mount::umount2(path, nix::mount::MntFlags::MNT_DETACH)
-                .map_err(|e| io("detaching")(e.into()))
+                .map_err(|e| io("detaching")(e.into()))?;
         }
-        Err(nix::errno::Errno::ENOENT) => std::fs::create_dir_all(path).map_err(io("creating")),
-        Err(e) => Err(io("examining")(e.into())),
-        Ok(fs)
-            if fs.filesystem_type() == nix::sys::statfs::FUSE_SUPER_MAGIC
-                && std::fs::symlink_metadata(path.join(FILE_NAME)).is_ok() =>
-        {
-            Err(FuseError::AlreadyServed {
-                path: path.to_path_buf(),
-            })
-        }
-        Ok(_) => Ok(()),
+        Err(nix::errno::Errno::ENOENT) => std::fs::create_dir_all(path).map_err(io("creating"))?,
+        Err(e) => return Err(io("examining")(e.into())),
+        Ok(fs) if live_pfm_mount(&fs) => return served(),
+        Ok(_) => {}
+    }
+    let dir = std::fs::File::open(path).map_err(io("opening"))?;
+    let claim = match nix::fcntl::Flock::lock(dir, nix::fcntl::FlockArg::LockExclusiveNonblock) {
+        Ok(claim) => claim,
+        Err((_, nix::errno::Errno::EWOULDBLOCK)) => return served(),
+        Err((_, e)) => return Err(io("locking")(e.into())),
+    };
+    match nix::sys::statfs::statfs(path) {
+        Ok(fs) if live_pfm_mount(&fs) => served(),
+        _ => Ok(claim),
     }
 }
 
