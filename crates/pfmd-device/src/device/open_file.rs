@@ -5,7 +5,7 @@
 
 use super::DeviceError;
 use super::budget::{Budgets, Charge, Resource};
-use super::histogram::{Histograms, SharedHistograms, TickSink};
+use super::histogram::{Histograms, Profile, SharedHistograms, TickSink};
 use super::readers::GroupReaders;
 use super::tally::{CpuTally, MAX_COUNTERS, Tally};
 use crate::backend::{
@@ -447,6 +447,16 @@ impl OpenFile {
 
     pub fn counting(&self) -> bool {
         !self.host.groups.is_empty() || !self.host.samplers.is_empty()
+    }
+
+    /// `f` of the profile range in force: one is set and `PFM_PROFILING`
+    /// selected (a range kept while the item is off profiles nothing, and
+    /// reads as none: docs/device.md §6).
+    pub fn with_active_profile<R>(&self, f: impl FnOnce(&Profile) -> R) -> Option<R> {
+        if !self.settings.items.contains(Items::PROFILING) {
+            return None;
+        }
+        self.sampled.histograms.lock().profile.as_ref().map(f)
     }
 
     pub fn modes(&self) -> ModeFilter {

@@ -85,18 +85,10 @@ impl Session<'_> {
             }
             Request::ClearCnt => self.clear_counts(),
             Request::Caller => {
-                // On: PFM_PROFILING selected and a kernel range set (a range
-                // kept while the item is off profiles nothing).
-                let profiling_kernel = self.file.settings.items.contains(Items::PROFILING)
-                    && self
-                        .file
-                        .sampled
-                        .histograms
-                        .lock()
-                        .profile
-                        .as_ref()
-                        .is_some_and(|p| p.mode == ProfileMode::Kernel);
-                if !profiling_kernel {
+                let profiling_kernel = self
+                    .file
+                    .with_active_profile(|p| p.mode == ProfileMode::Kernel);
+                if profiling_kernel != Some(true) {
                     return Err(DeviceError::invalid("PCNTCALLER needs kernel profiling on"));
                 }
                 self.reconfigure(|f| {
@@ -107,16 +99,10 @@ impl Session<'_> {
             }
             Request::GetRsize => {
                 // 0 when profiling is off or no range is set (docs/device.md §6).
-                let profiling = self.file.settings.items.contains(Items::PROFILING);
                 let bytes = self
                     .file
-                    .sampled
-                    .histograms
-                    .lock()
-                    .profile
-                    .as_ref()
-                    .filter(|_| profiling)
-                    .map_or(0, |p| p.buckets.len() as u64 * 4);
+                    .with_active_profile(|p| p.buckets.len() as u64 * 4)
+                    .unwrap_or(0);
                 Ok(IoctlReply::out(bytes.as_bytes()))
             }
             Request::GetIplHis { addr } => {

@@ -54,6 +54,12 @@ fn sampling(d: &Device, c: &Caller, mode: i32, items: u64) -> (FileId, u64) {
     (f, info.pi_sample_period[0] / 4096)
 }
 
+/// `PCNTGETRSIZE`'s answer.
+fn rsize(d: &Device, f: FileId, c: &Caller) -> u64 {
+    let out = call(d, f, c, n::PCNTGETRSIZE, &[]).unwrap().out;
+    u64::from_ne_bytes(out[..8].try_into().unwrap())
+}
+
 fn sample(ip: u64, user: bool, pid: u32, cpu: u32) -> Sample {
     Sample {
         ip,
@@ -549,13 +555,7 @@ fn a_refused_caller_mode_is_rolled_back() {
     let d = device(&b);
     let c = caller(0);
     let (f, _) = sampling(&d, &c, PCNTOPENALL, abi::PFM_PROFILING);
-    let rsize = || {
-        u64::from_ne_bytes(
-            call(&d, f, &c, n::PCNTGETRSIZE, &[]).unwrap().out[..8]
-                .try_into()
-                .unwrap(),
-        )
-    };
+    let rsize = || rsize(&d, f, &c);
     call(
         &d,
         f,
@@ -593,10 +593,7 @@ fn a_range_refused_for_its_size_leaves_none() {
     let d = device(&b);
     let c = caller(0);
     let (f, _) = sampling(&d, &c, PCNTOPENALL, abi::PFM_PROFILING);
-    let rsize = || {
-        let out = call(&d, f, &c, n::PCNTGETRSIZE, &[]).unwrap().out;
-        u64::from_ne_bytes(out[..8].try_into().unwrap())
-    };
+    let rsize = || rsize(&d, f, &c);
     call(&d, f, &c, n::PCNTSETURANGE, &range(0x1000, 0x2000, 4)).unwrap();
     b.emit(Target::AllTasks, sample(0x1010, true, 7, 0), 1);
     assert_eq!(rsize(), 0x1000 / 16 * 4);
