@@ -41,6 +41,23 @@ pub struct Process {
     seen_at: Duration,
 }
 
+#[cfg(test)]
+impl Process {
+    /// A process of `cpu_ns` for report tests.
+    pub fn with_cpu(pid: i32, cpu_ns: u64) -> Process {
+        Process {
+            pid,
+            ppid: 1,
+            comm: "cc1".into(),
+            cpu_ns,
+            threads: 1,
+            start_ticks: 0,
+            children_ns: 0,
+            seen_at: Duration::ZERO,
+        }
+    }
+}
+
 /// The fields of `/proc/<pid>/stat` we use.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Stat {

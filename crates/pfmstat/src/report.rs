@@ -164,6 +164,30 @@ pub struct PerProcess {
     pub tree_cpu_ns: u64,
 }
 
+impl PerProcess {
+    /// Each process's share of the tree's CPU time, and the share no
+    /// process was seen with. `/proc` times are in clock ticks and the
+    /// tree's rusage is finer, so the processes can add up to more than
+    /// the tree: then their shares are scaled to add up to it (an
+    /// apportioned total never exceeds the total).
+    pub fn shares(&self) -> (Vec<f64>, f64) {
+        let tree = self.tree_cpu_ns.max(1) as f64;
+        let seen: u64 = self.processes.iter().map(|p| p.cpu_ns).sum();
+        let scale = if seen as f64 > tree {
+            tree / seen as f64
+        } else {
+            1.0
+        };
+        let shares: Vec<f64> = self
+            .processes
+            .iter()
+            .map(|p| p.cpu_ns as f64 * scale / tree)
+            .collect();
+        let rest = (1.0 - shares.iter().sum::<f64>()).max(0.0);
+        (shares, rest)
+    }
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct CostRow {
     pub number: usize,
@@ -656,10 +680,8 @@ impl Report {
             "  {:>7} {:>7} {:<16} {:>10} {:>7}",
             "pid", "ppid", "command", "cpu s", "share"
         );
-        let total = pp.tree_cpu_ns.max(1) as f64;
-        let mut seen = 0u64;
-        let line = |o: &mut String, label: String, ns: u64| {
-            let share = ns as f64 / total;
+        let (shares, rest) = pp.shares();
+        let line = |o: &mut String, label: String, ns: u64, share: f64| {
             let _ = writeln!(
                 o,
                 "  {label} {:>10.3} {:>6.1}%",
@@ -675,16 +697,15 @@ impl Report {
                 .collect();
             cells(o, "      ", 6, &values);
         };
-        for p in &pp.processes {
-            let ns = p.cpu_ns.min(pp.tree_cpu_ns);
-            seen += ns;
+        for (p, share) in pp.processes.iter().zip(shares) {
             let comm: String = p.comm.chars().take(16).collect();
-            line(o, format!("{:>7} {:>7} {comm:<16}", p.pid, p.ppid), ns);
+            let label = format!("{:>7} {:>7} {comm:<16}", p.pid, p.ppid);
+            line(o, label, p.cpu_ns, share);
         }
-        let rest = pp.tree_cpu_ns.saturating_sub(seen);
         line(
             o,
             format!("{:>7} {:>7} {:<16}", "-", "-", "(unattributed)"),
+            (rest * pp.tree_cpu_ns as f64).round() as u64,
             rest,
         );
         let _ = writeln!(
@@ -860,18 +881,19 @@ impl Report {
             });
         }
         if let Some(pp) = &self.per_process {
-            let total = pp.tree_cpu_ns.max(1) as f64;
+            let (shares, rest) = pp.shares();
             out["per_process"] = json!({
                 "method": "CPU time from /proc; event counts apportioned by CPU share (the device cannot split counts per process)",
                 "tree_cpu_ns": pp.tree_cpu_ns,
-                "processes": pp.processes.iter().map(|p| json!({
+                "processes": pp.processes.iter().zip(shares).map(|(p, share)| json!({
                     "pid": p.pid,
                     "ppid": p.ppid,
                     "command": p.comm,
                     "cpu_ns": p.cpu_ns,
                     "threads": p.threads,
-                    "share": p.cpu_ns.min(pp.tree_cpu_ns) as f64 / total,
+                    "share": share,
                 })).collect::<Vec<_>>(),
+                "unattributed_share": rest,
             });
         }
         if let Some(c) = &self.costs {
@@ -1159,6 +1181,32 @@ mod tests {
         assert!(text.contains("not pid 4242 alone"), "{text}");
         assert_eq!(r.json()["scope"], "system-wide");
         assert_eq!(r.json()["target"]["ended"], "signal");
+    }
+
+    /// `/proc`'s tick-rounded process times can add up to more than the
+    /// tree's rusage: the shares are scaled to the tree, never over it
+    /// (108.7 % once); under it, the rest is unattributed.
+    #[test]
+    fn process_shares_never_add_up_to_more_than_the_tree() {
+        let process = Process::with_cpu;
+        let over = PerProcess {
+            processes: vec![process(2, 600), process(3, 500)],
+            tree_cpu_ns: 1000,
+        };
+        let (shares, rest) = over.shares();
+        assert!(
+            (shares.iter().sum::<f64>() - 1.0).abs() < 1e-12,
+            "{shares:?}"
+        );
+        assert!((shares[0] / shares[1] - 1.2).abs() < 1e-12);
+        assert_eq!(rest, 0.0);
+        let under = PerProcess {
+            processes: vec![process(2, 600)],
+            tree_cpu_ns: 1000,
+        };
+        let (shares, rest) = under.shares();
+        assert_eq!(shares, vec![0.6]);
+        assert!((rest - 0.4).abs() < 1e-12);
     }
 
     #[test]
