@@ -143,6 +143,38 @@ fn a_listing_into_a_closed_pipe_exits_0() {
     }
 }
 
+/// An output file that cannot be created is found before the command runs
+/// (a typo in `-o` once cost the whole run, found only at its end), with a
+/// message that names the option.
+#[test]
+fn tools_check_their_output_files_before_running_the_command() {
+    if !can_run() {
+        return;
+    }
+    let daemon = Daemon::start(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("ran");
+    let command = format!("touch {}", marker.display());
+    for (tool, option, code) in [
+        ("pfmstat", "-o", 125),
+        ("pfmprof", "-o", 1),
+        ("pfmprof", "--output", 1),
+    ] {
+        let out = run(Command::new(common::bin(tool))
+            .env("PFM_DEVICE", &daemon.device)
+            .args([option, "/nonexistent/dir/out", "sh", "-c", &command]));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(code), "{tool} {option}: {stderr}");
+        assert!(
+            stderr.contains(&format!("{option} /nonexistent/dir/out"))
+                && stderr.contains("was not run")
+                && !stderr.contains("os error"),
+            "{tool} {option}: {stderr}"
+        );
+        assert!(!marker.exists(), "{tool} {option}: the command ran");
+    }
+}
+
 #[test]
 fn notifies_systemd_when_ready_stopping_and_on_the_watchdog() {
     if !can_run() {

@@ -65,6 +65,14 @@ pub enum ProfError {
         line: usize,
         reason: String,
     },
+    /// An output file (`-o`, `--output`) cannot be created; the program
+    /// was not run.
+    #[error("{option} {path}: {why}; the program was not run (name a file pfmprof may create)")]
+    Output {
+        option: &'static str,
+        path: PathBuf,
+        why: &'static str,
+    },
     #[error("{0}")]
     Program(String),
     /// The device is not one pfmprof can drive, or its answers disagree
@@ -74,6 +82,18 @@ pub enum ProfError {
 }
 
 impl ProfError {
+    /// Creates the file `option` names before the program runs, so that a
+    /// path that cannot be written costs no run.
+    pub fn check_output(option: &'static str, path: &std::path::Path) -> Result<(), ProfError> {
+        std::fs::File::create(path)
+            .map(drop)
+            .map_err(|e| ProfError::Output {
+                option,
+                path: path.to_path_buf(),
+                why: nix::errno::Errno::from_raw(e.raw_os_error().unwrap_or(0)).desc(),
+            })
+    }
+
     pub fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> ProfError {
         let what = what.into();
         move |source| ProfError::Io { what, source }

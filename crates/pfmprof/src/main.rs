@@ -50,6 +50,12 @@ fn go(argv: &[std::ffi::OsString]) -> Result<i32, ProfError> {
             Ok(0)
         }
         Invocation::Profile(args) => {
+            if let Some(path) = &args.output {
+                ProfError::check_output("-o", path)?;
+            }
+            if let Some(path) = &args.show.to {
+                ProfError::check_output("--output", path)?;
+            }
             let outcome = run::profile(&args)?;
             if let Some(path) = &args.output {
                 profile_file::write(path, &outcome.profile)?;

@@ -71,6 +71,9 @@ pub enum Error {
         line: usize,
         message: String,
     },
+    /// The `-o` file cannot be created; nothing was run.
+    #[error("-o {path}: {why}; the command was not run (name a file pfmstat may create)")]
+    Output { path: String, why: &'static str },
     #[error("{what}: {source}")]
     Io {
         what: String,
@@ -203,7 +206,8 @@ fn modes_text(device: &CountingDevice, opts: &Options) -> (String, Vec<String>) 
 
 /// Where the report (and `--interval-print` rows) go: the `-o` file,
 /// else stdout for machine output and stderr for text. The file is
-/// created at the first write.
+/// created before the command runs, so that a path that cannot be written
+/// costs no run.
 struct Sink {
     path: Option<PathBuf>,
     stdout: bool,
@@ -211,22 +215,25 @@ struct Sink {
 }
 
 impl Sink {
-    fn new(opts: &Options) -> Sink {
-        Sink {
+    fn new(opts: &Options) -> Result<Sink, Error> {
+        let file = match &opts.output {
+            Some(path) => Some(File::create(path).map_err(|source| Error::Output {
+                path: path.display().to_string(),
+                why: nix::errno::Errno::from_raw(source.raw_os_error().unwrap_or(0)).desc(),
+            })?),
+            None => None,
+        };
+        Ok(Sink {
             path: opts.output.clone(),
             stdout: opts.format.is_machine(),
-            file: None,
-        }
+            file,
+        })
     }
 
     fn write(&mut self, text: &str) -> Result<(), Error> {
         let io = |what: String| move |source| Error::Io { what, source };
-        if let Some(path) = &self.path {
+        if let (Some(path), Some(file)) = (&self.path, &mut self.file) {
             let name = path.display().to_string();
-            if self.file.is_none() {
-                self.file = Some(File::create(path).map_err(io(name.clone()))?);
-            }
-            let file = self.file.as_mut().expect("just created");
             return file.write_all(text.as_bytes()).map_err(io(name));
         }
         if self.stdout {
@@ -623,7 +630,7 @@ fn run(opts: &Options) -> Result<u8, Error> {
         interval: opts.interval,
         command_stdout_to_stderr: opts.format.is_machine() && opts.output.is_none(),
     };
-    let mut sink = Sink::new(opts);
+    let mut sink = Sink::new(opts)?;
     let mut intervals = Intervals::new();
     let mut json_intervals: Vec<Interval> = Vec::new();
     let mut first_interval = true;
