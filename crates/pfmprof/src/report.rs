@@ -716,16 +716,47 @@ impl Report {
             out.push('\n');
             out.push_str(&a.text());
         }
-        // Long program names and paths too: every line within 100 columns.
-        out.lines()
-            .map(|l| {
-                if l.chars().count() > WIDTH {
-                    l.chars().take(WIDTH - 1).collect::<String>() + "~\n"
-                } else {
-                    format!("{l}\n")
-                }
-            })
-            .collect()
+        // Long program names, paths and periods too: every line within 100
+        // columns, wrapped at a space (a number cut short would read as
+        // another number).
+        out.lines().map(wrap).collect()
+    }
+}
+
+/// `line` and a newline, folded at spaces into lines of at most [`WIDTH`]
+/// columns, the folded parts indented 4 more than the line; a word longer
+/// than a line is cut, marked `~`.
+fn wrap(line: &str) -> String {
+    let indent = line.len() - line.trim_start().len() + 4;
+    let mut out = String::new();
+    let mut rest = line;
+    loop {
+        let lead = if out.is_empty() { 0 } else { indent };
+        if lead + rest.chars().count() <= WIDTH {
+            out.push_str(&" ".repeat(lead));
+            out.push_str(rest);
+            out.push('\n');
+            return out;
+        }
+        let room = WIDTH - lead;
+        let head: String = rest.chars().take(room + 1).collect();
+        match head
+            .rfind(' ')
+            .filter(|&at| at > head.len() - head.trim_start().len())
+        {
+            Some(at) => {
+                out.push_str(&" ".repeat(lead));
+                out.push_str(head[..at].trim_end());
+                out.push('\n');
+                rest = rest[at..].trim_start();
+            }
+            None => {
+                out.push_str(&" ".repeat(lead));
+                out.push_str(&rest.chars().take(room - 1).collect::<String>());
+                out.push_str("~\n");
+                return out;
+            }
+        }
     }
 }
 
@@ -967,6 +998,32 @@ pub(crate) mod tests {
         let text = p.report().text();
         assert!(text.lines().all(|l| l.chars().count() <= 100), "{text}");
         assert!(text.contains("hhhh~"), "{text}");
+    }
+
+    /// A header line over 100 columns is folded at a space, whole: the
+    /// EV67 sample period was cut to "104857~", which reads as another
+    /// number.
+    #[test]
+    fn long_header_lines_wrap_whole() {
+        let line = "  PF67_C0_CYCLES (pair PF67_CYCLES_AND_UNDEFINED) every 1048576 events (ev67), \
+                    sampled every 1048576 (each sample counts 1)";
+        let wrapped = wrap(line);
+        assert!(
+            wrapped.lines().all(|l| l.chars().count() <= WIDTH),
+            "{wrapped}"
+        );
+        assert_eq!(
+            wrapped.split_whitespace().collect::<Vec<_>>(),
+            line.split_whitespace().collect::<Vec<_>>()
+        );
+        assert_eq!(wrapped.lines().count(), 2, "{wrapped}");
+        assert!(
+            wrapped.lines().nth(1).unwrap().starts_with("      "),
+            "{wrapped}"
+        );
+        let word = "x".repeat(150);
+        assert_eq!(wrap(&word), format!("{}~\n", "x".repeat(WIDTH - 1)));
+        assert_eq!(wrap("short"), "short\n");
     }
 
     #[test]
