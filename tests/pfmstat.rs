@@ -924,11 +924,12 @@ fn repeat_reports_each_run_and_their_mean() {
     assert!(out.status.success(), "{}\n{}", text(&out), d.log());
     assert_eq!(r["runs"], 3);
     let e = event(&r, "PF6_MUX0_CYCLES");
+    // Each run's count is whole, as `count` is (they were floats).
     let counts: Vec<f64> = e["counts"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|v| v.as_f64().unwrap())
+        .map(|v| v.as_u64().unwrap_or_else(|| panic!("a whole count: {v}")) as f64)
         .collect();
     assert_eq!(counts.len(), 3, "{e:#}");
     let burns = burned_cycles(&out.stdout, "process_ns");
@@ -938,9 +939,10 @@ fn repeat_reports_each_run_and_their_mean() {
             assert!(within(*c, *b, 0.98, 1.03), "run: {c} vs its CPU time {b}");
         }
     }
+    // The runs' counts are rounded: their mean is the mean's within 1.
     let mean = counts.iter().sum::<f64>() / 3.0;
-    assert!((e["mean"].as_f64().unwrap() - mean).abs() < 1e-6 * mean);
-    assert_eq!(e["count"].as_f64().unwrap(), mean.round());
+    assert!((e["mean"].as_f64().unwrap() - mean).abs() <= 1.0);
+    assert!((e["count"].as_f64().unwrap() - mean).abs() <= 1.0);
     let sd = (counts.iter().map(|c| (c - mean).powi(2)).sum::<f64>() / 2.0).sqrt();
     assert!((e["stddev"].as_f64().unwrap() - sd).abs() <= 1e-6 * sd.max(1.0));
     let pct = 100.0 * sd / 3f64.sqrt() / mean;

@@ -807,7 +807,11 @@ impl Report {
                             v["mean"] = json!(s.mean());
                             v["stddev"] = json!(s.stddev());
                             v["stderr_pct"] = json!(s.stderr_pct());
-                            v["counts"] = json!(s.values);
+                            // Counts, as `count` is: whole (a scaled
+                            // estimate rounded).
+                            let counts: Vec<u64> =
+                                s.values.iter().map(|c| c.round() as u64).collect();
+                            v["counts"] = json!(counts);
                         }
                     }
                     Outcome::NotObserved { fidelity } => {
