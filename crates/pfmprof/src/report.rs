@@ -25,6 +25,10 @@ pub const IPL_ENTRIES: usize = 9;
 
 /// The text report's lines are at most this wide.
 const WIDTH: usize = 100;
+/// Bytes between the addresses resolved in a bucket (x86-64 compilers
+/// start functions on 16-byte boundaries), and the most resolved in one.
+const PROBE: u64 = 16;
+const MAX_PROBES: u64 = 64;
 
 /// The row for interrupts no range held.
 pub const OUTSIDE: &str = "[outside the profiled ranges]";
@@ -172,9 +176,12 @@ impl Range {
         }
     }
 
-    /// Resolves the symbol of each sampled bucket with `resolve` and keeps
-    /// the source line of each sampled bucket (`resolve` takes run-time
-    /// addresses, all at once, and answers each).
+    /// Resolves the symbols of each sampled bucket with `resolve` and keeps
+    /// the source line of each sampled bucket's first address (`resolve`
+    /// takes run-time addresses, all at once, and answers each). A bucket
+    /// wider than [`PROBE`] bytes is probed every `PROBE` bytes (at most
+    /// [`MAX_PROBES`] times), so that the functions that start inside it
+    /// are known too ([`straddle`]).
     pub fn resolve(
         &mut self,
         resolve: impl FnOnce(&[u64]) -> Vec<Option<crate::symbolize::Resolved>>,
@@ -182,17 +189,25 @@ impl Range {
         if self.stride == 0 {
             return;
         }
-        let addrs: Vec<u64> = self
+        let bytes = self.stride.saturating_mul(4);
+        let step = PROBE.max(bytes.div_ceil(MAX_PROBES));
+        let starts: Vec<u64> = self
             .summed()
             .iter()
             .enumerate()
             .filter(|(_, c)| **c > 0)
             .map(|(i, _)| self.bucket_address(i))
             .collect();
+        let addrs: Vec<u64> = starts
+            .iter()
+            .flat_map(|&start| (0..bytes).step_by(step as usize).map(move |o| start + o))
+            .collect();
         let mut last: Option<(u64, u64)> = None;
         for (addr, answer) in addrs.iter().zip(resolve(&addrs)) {
             let Some(r) = answer else { continue };
-            if let Some(location) = r.location {
+            if let Some(location) = r.location
+                && starts.binary_search(addr).is_ok()
+            {
                 self.locations.insert(*addr, location);
             }
             // Buckets ascend: a symbol already kept covers the next ones.
@@ -219,10 +234,13 @@ pub struct Profile {
 
 /// Whose bucket `i` (at `addr`, `bytes` long) is: the function at its first
 /// address, unless another function starts inside it (x86 functions need not
-/// start on a bucket boundary). Then the count is split between the two by
-/// the samples of the neighbouring buckets, which are wholly theirs: the
-/// samples of a bucket that holds the tail of a cold function and the entry
-/// of a hot one are the hot one's.
+/// start on a bucket boundary). Then the count is split between the first
+/// and the last that starts inside it (at coarse strides a bucket holds
+/// several) by the samples of the neighbouring buckets, each counted only
+/// for the function that runs on into it: the samples of a bucket that
+/// holds the tail of a cold function and the entry of a hot one are the hot
+/// one's. Where neither runs on into a neighbour, nothing tells them apart:
+/// the bucket is charged to them together, named `first..last`.
 fn straddle(
     table: &SymbolTable,
     summed: &[u64],
@@ -231,18 +249,27 @@ fn straddle(
     bytes: u64,
 ) -> Vec<(String, f64)> {
     let unknown = || "[unknown]".to_string();
+    let end = addr + bytes.max(1);
     let first = table.lookup(addr);
-    let last = table.lookup(addr + bytes.max(1) - 1);
+    let last = table
+        .last_starting_in(addr, end)
+        .or_else(|| table.lookup(end - 1));
     let (Some(a), Some(b)) = (first, last) else {
         return vec![(first.or(last).map_or_else(unknown, |s| s.name.clone()), 1.0)];
     };
     if a.start == b.start {
         return vec![(a.name.clone(), 1.0)];
     }
-    let before = i.checked_sub(1).map_or(0, |j| summed[j]) as f64;
-    let after = summed.get(i + 1).copied().unwrap_or(0) as f64;
+    let before = match a.start < addr {
+        true => i.checked_sub(1).map_or(0, |j| summed[j]) as f64,
+        false => 0.0,
+    };
+    let after = match b.end > end {
+        true => summed.get(i + 1).copied().unwrap_or(0) as f64,
+        false => 0.0,
+    };
     if before + after == 0.0 {
-        return vec![(a.name.clone(), 1.0)];
+        return vec![(format!("{}..{}", a.name, b.name), 1.0)];
     }
     let to_a = before / (before + after);
     vec![(a.name.clone(), to_a), (b.name.clone(), 1.0 - to_a)]
@@ -998,6 +1025,78 @@ pub(crate) mod tests {
         let text = p.report().text();
         assert!(text.lines().all(|l| l.chars().count() <= 100), "{text}");
         assert!(text.contains("hhhh~"), "{text}");
+    }
+
+    /// A coarse bucket holding start-up functions and the entry of a hot
+    /// one that runs on into the next bucket is the hot one's; one whose
+    /// functions all end inside it is charged to them together. It went
+    /// to the function at the bucket's start by the samples of a previous
+    /// bucket that was not that function's (72 % to deregister_tm_clones).
+    #[test]
+    fn a_coarse_bucket_of_several_functions_goes_to_the_one_that_runs_on() {
+        let mut buckets = vec![0u64; 4];
+        buckets[1] = 30; // 0x1040..0x1080: crt tails, then hot's entry
+        buckets[2] = 70; // wholly hot
+        let mut r = range(buckets);
+        r.stride = 16; // 64 bytes a bucket
+        r.end = 0x1100;
+        r.symbols = vec![
+            sym(0x1040, 0x1048, "deregister_tm_clones"),
+            sym(0x1050, 0x1058, "register_tm_clones"),
+            sym(0x1060, 0x1068, "frame_dummy"),
+            sym(0x1070, 0x10c0, "hot"),
+            sym(0x10c0, 0x1100, "cold"),
+        ];
+        let p = Profile {
+            header: header(),
+            ranges: vec![r],
+        };
+        let rows = p.report().functions;
+        assert_eq!(
+            (rows[0].name.as_str(), rows[0].samples),
+            ("hot", 100),
+            "{rows:?}"
+        );
+        // The previous bucket is main's, and hot ends with the bucket.
+        let mut r = p.ranges[0].clone();
+        r.buckets = vec![50, 30, 20, 0];
+        r.symbols = vec![
+            sym(0x1000, 0x1040, "main"),
+            sym(0x1040, 0x1048, "deregister_tm_clones"),
+            sym(0x1050, 0x1058, "register_tm_clones"),
+            sym(0x1070, 0x1080, "hot"),
+            sym(0x1080, 0x1100, "cold"),
+        ];
+        let p = Profile {
+            header: header(),
+            ranges: vec![r],
+        };
+        let rows = p.report().functions;
+        let of = |n: &str| rows.iter().find(|r| r.name == n).map(|r| r.samples);
+        assert_eq!(of("deregister_tm_clones..hot"), Some(30), "{rows:?}");
+        assert_eq!((of("main"), of("cold")), (Some(50), Some(20)), "{rows:?}");
+    }
+
+    /// A bucket wider than a function is probed inside: the functions that
+    /// start in it are known, and the bucket is theirs together (only the
+    /// one at its start was, so the hot function inside disappeared).
+    #[test]
+    fn a_coarse_bucket_knows_every_function_in_it() {
+        let mut r = range(vec![10]);
+        r.stride = 64; // one 256-byte bucket: cold, then hot
+        r.resolve(resolver);
+        let names: Vec<&str> = r.symbols.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["cold", "hot"]);
+        assert_eq!(
+            r.locations.len(),
+            0,
+            "the bucket's first address has no line"
+        );
+        let p = Profile {
+            header: header(),
+            ranges: vec![r],
+        };
+        assert_eq!(p.report().functions[0].name, "cold..hot");
     }
 
     /// A header line over 100 columns is folded at a space, whole: the

@@ -42,6 +42,13 @@ impl SymbolTable {
             .find(|s| addr < s.end)
     }
 
+    /// The last function that starts in `(lo, hi)`: in a bucket that
+    /// holds several, the one whose code runs on into the next bucket.
+    pub fn last_starting_in(&self, lo: u64, hi: u64) -> Option<&Symbol> {
+        let i = self.symbols.partition_point(|s| s.start < hi);
+        self.symbols[..i].last().filter(|s| s.start > lo)
+    }
+
     pub fn len(&self) -> usize {
         self.symbols.len()
     }
