@@ -809,8 +809,8 @@ impl Annotation {
         if self.lines.is_empty() {
             let _ = writeln!(
                 out,
-                "  no source lines: its binary has no DWARF line table (build with -g, or \
-                 install its debug file under /usr/lib/debug)"
+                "  no source lines for it: its code has no DWARF line table (build with -g, or \
+                 install its debug file under /usr/lib/debug; C start-up code has none)"
             );
             return out;
         }
