@@ -126,8 +126,19 @@ pub struct PfCntrsEv6 {
 )]
 #[repr(C)]
 pub struct PfIpls {
-    pub ipl: [u64; 9],
+    pub ipl: [u64; PFIPL_ENTRIES],
 }
+
+/// Entries of `pfipls.ipl`: IPL 0 to 5, one unused, idle, user.
+pub const PFIPL_ENTRIES: usize = 9;
+/// Kernel mode at IPL 0 (idle included: idle is a part of IPL 0).
+pub const PFIPL_KERNEL: usize = 0;
+/// Kernel mode in a hard interrupt (device IPL), where the host tells.
+pub const PFIPL_DEVICE: usize = 4;
+/// The idle task: a part of [`PFIPL_KERNEL`]'s count, also counted here.
+pub const PFIPL_IDLE: usize = 7;
+/// User mode.
+pub const PFIPL_USER: usize = 8;
 
 /// `struct addr_range`.
 #[derive(

@@ -21,7 +21,8 @@ use pfm_client::OpenMode;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
-pub const IPL_ENTRIES: usize = 9;
+pub use pfm_abi::PFIPL_ENTRIES as IPL_ENTRIES;
+use pfm_abi::{PFIPL_DEVICE, PFIPL_IDLE, PFIPL_KERNEL, PFIPL_USER};
 
 /// The text report's lines are at most this wide.
 const WIDTH: usize = 100;
@@ -285,13 +286,39 @@ struct RawRow {
 }
 
 impl Profile {
+    /// What each of `space`'s ranges' samples count for: the range's scale
+    /// (its time in the rotation over its windows), fitted within the
+    /// interrupts the IPL histogram counted in that mode. Those are exact
+    /// (every interrupt, not a sample), and the ranges profiled in turn
+    /// can overshoot them: a user program's kernel rows once came to 2-3x
+    /// the kernel interrupts of the same report.
+    fn range_scale(&self, range: &Range) -> f64 {
+        let ipl = &self.header.ipl;
+        let counted = match range.space {
+            Space::User => ipl[PFIPL_USER],
+            Space::Kernel => ipl[PFIPL_KERNEL] + ipl[PFIPL_DEVICE],
+        } as f64;
+        let estimate: f64 = self
+            .ranges
+            .iter()
+            .filter(|r| r.space == range.space)
+            .map(|r| r.summed().iter().sum::<u64>() as f64 * r.scale())
+            .sum();
+        let fit = if ipl.iter().any(|&n| n > 0) && estimate > counted {
+            counted / estimate
+        } else {
+            1.0
+        };
+        range.scale() * fit
+    }
+
     /// Functions (by name and module) with their estimated samples, sorted
     /// descending (ties by name).
     fn rows(&self) -> Vec<RawRow> {
         let mut by_name: BTreeMap<(String, String), RawRow> = BTreeMap::new();
         for (r, range) in self.ranges.iter().enumerate() {
             let module = range.module();
-            let scale = range.scale();
+            let scale = self.range_scale(range);
             let summed = range.summed();
             let table = SymbolTable::new(range.symbols.clone(), range.end);
             for (i, &count) in summed.iter().enumerate().filter(|(_, c)| **c > 0) {
@@ -391,7 +418,7 @@ impl Profile {
                 let n = range.buckets_per_slot().max(1);
                 for (cpu, slot) in range.buckets.chunks(n).enumerate() {
                     if let Some(sum) = per_cpu.get_mut(cpu) {
-                        *sum += slot.iter().sum::<u64>() as f64 * range.scale() * fit;
+                        *sum += slot.iter().sum::<u64>() as f64 * self.range_scale(range) * fit;
                     }
                 }
             }
@@ -433,8 +460,8 @@ impl Profile {
                     end: format!("{:#x}", r.end),
                     sampled: r.sampled,
                     alive: r.alive,
-                    samples: (r.buckets.iter().sum::<u64>() as f64 * r.scale() * fit).round()
-                        as u64,
+                    samples: (r.buckets.iter().sum::<u64>() as f64 * self.range_scale(r) * fit)
+                        .round() as u64,
                 })
                 .collect(),
             functions,
@@ -454,7 +481,7 @@ impl Profile {
                 continue;
             }
             let table = SymbolTable::new(range.symbols.clone(), range.end);
-            let scale = range.scale() * fit;
+            let scale = self.range_scale(range) * fit;
             let summed = range.summed();
             for (i, &count) in summed.iter().enumerate() {
                 let addr = range.bucket_address(i);
@@ -685,7 +712,7 @@ impl Report {
         let _ = writeln!(
             out,
             "  ipl: user {} kernel {} (idle {}) device-interrupt {}",
-            ipl[8], ipl[0], ipl[7], ipl[4]
+            ipl[PFIPL_USER], ipl[PFIPL_KERNEL], ipl[PFIPL_IDLE], ipl[PFIPL_DEVICE]
         );
         if !self.per_cpu.is_empty() {
             let cpus: Vec<String> = self
@@ -886,6 +913,15 @@ pub(crate) mod tests {
         }
     }
 
+    /// A header of `interrupts`, all of them in user mode.
+    pub fn user_header(interrupts: u64) -> Header {
+        let mut h = header();
+        h.interrupts = interrupts;
+        h.ipl = [0; IPL_ENTRIES];
+        h.ipl[PFIPL_USER] = interrupts;
+        h
+    }
+
     pub fn range(buckets: Vec<u64>) -> Range {
         Range {
             space: Space::User,
@@ -968,10 +1004,33 @@ pub(crate) mod tests {
         assert_eq!(r.buckets, 16);
     }
 
+    /// A range profiled in turn is scaled to the run, but never past the
+    /// interrupts the IPL histogram counted in its mode: a user program's
+    /// kernel rows came to 2-3x its kernel interrupts.
+    #[test]
+    fn a_space_is_scaled_no_further_than_its_ipl_count() {
+        let mut p = sample_profile();
+        p.header = user_header(400);
+        p.header.ipl[PFIPL_USER] = 380;
+        p.header.ipl[PFIPL_KERNEL] = 20;
+        let mut kernel = range(vec![0; 16]);
+        kernel.space = Space::Kernel;
+        kernel.buckets[1] = 10;
+        kernel.sampled = 10;
+        kernel.alive = 100; // ten times: 100, over the 20 counted
+        kernel.symbols = vec![sym(0x1000, 0x1100, "irq_exit")];
+        p.ranges.push(kernel);
+        let r = p.report();
+        let of = |n: &str| r.functions.iter().find(|f| f.name == n).unwrap().samples;
+        assert_eq!(of("irq_exit"), 20, "{:?}", r.functions);
+        assert_eq!(of("hot"), 80, "user rows as they were");
+        assert_eq!(r.ranges[1].samples, 20);
+    }
+
     #[test]
     fn ranges_profiled_in_turn_are_scaled_to_the_run() {
         let mut p = sample_profile();
-        p.header.interrupts = 400;
+        p.header = user_header(400);
         p.ranges[0].sampled = 100;
         p.ranges[0].alive = 200; // profiled half its time: counts twice
         let mut lib = range(vec![0; 16]);
@@ -1048,7 +1107,7 @@ pub(crate) mod tests {
             sym(0x10c0, 0x1100, "cold"),
         ];
         let p = Profile {
-            header: header(),
+            header: user_header(100),
             ranges: vec![r],
         };
         let rows = p.report().functions;
@@ -1068,7 +1127,7 @@ pub(crate) mod tests {
             sym(0x1080, 0x1100, "cold"),
         ];
         let p = Profile {
-            header: header(),
+            header: user_header(100),
             ranges: vec![r],
         };
         let rows = p.report().functions;
@@ -1134,7 +1193,7 @@ pub(crate) mod tests {
         let mut r = range(buckets);
         r.symbols = vec![sym(0x1000, 0x1038, "cold"), sym(0x1038, 0x10c0, "hot")];
         let p = Profile {
-            header: header(),
+            header: user_header(100),
             ranges: vec![r.clone()],
         };
         let rows = p.report().functions;
@@ -1142,10 +1201,8 @@ pub(crate) mod tests {
         assert_eq!(rows.len(), 1, "{rows:?}");
         // With hot samples on both sides, the bucket is split.
         r.buckets[2] = 90;
-        let mut h = header();
-        h.interrupts = 200;
         let p = Profile {
-            header: h,
+            header: user_header(200),
             ranges: vec![r],
         };
         let rows = p.report().functions;

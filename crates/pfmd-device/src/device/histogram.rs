@@ -8,10 +8,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-pub const IPL_ENTRIES: usize = 9;
-const IPL_USER: usize = 8;
-const IPL_IDLE: usize = 7;
-const IPL_ZERO: usize = 0;
+use pfm_abi::{PFIPL_ENTRIES, PFIPL_IDLE, PFIPL_KERNEL, PFIPL_USER};
 
 /// User or kernel PC profiling.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -74,7 +71,7 @@ pub struct Histograms {
     /// `PFM_PROFILING` is selected: samples go to the profile's buckets.
     /// Deselected, the range and buckets stay and nothing is added.
     pub profile_on: bool,
-    pub ipl: Vec<[u64; IPL_ENTRIES]>,
+    pub ipl: Vec<[u64; PFIPL_ENTRIES]>,
     /// Per slot, the interrupts the counting groups counted while the IPL
     /// histogram was kept (LOGALL opens that count): what its total must
     /// reach (see [`Histograms::reconcile`]).
@@ -97,7 +94,7 @@ impl Histograms {
             per_cpu,
             ipl_on: false,
             profile_on: false,
-            ipl: vec![[0; IPL_ENTRIES]; slots],
+            ipl: vec![[0; PFIPL_ENTRIES]; slots],
             counted: vec![0; slots],
             lost: vec![0; slots],
             reconciled_idle: vec![0; slots],
@@ -141,12 +138,12 @@ impl Histograms {
         if self.ipl_on {
             let ipl = &mut self.ipl[slot];
             if sample.user {
-                ipl[IPL_USER] += weight;
+                ipl[PFIPL_USER] += weight;
             } else {
                 // Idle is a subset of IPL0, as the original driver counted it.
-                ipl[IPL_ZERO] += weight;
+                ipl[PFIPL_KERNEL] += weight;
                 if sample.pid == 0 {
-                    ipl[IPL_IDLE] += weight;
+                    ipl[PFIPL_IDLE] += weight;
                 }
             }
         }
@@ -190,13 +187,13 @@ impl Histograms {
             let slot = self.slot(cpu);
             let booked = self.reconciled_idle[slot].min(ticks);
             self.reconciled_idle[slot] -= booked;
-            self.ipl[slot][IPL_ZERO] += ticks - booked;
-            self.ipl[slot][IPL_IDLE] += ticks - booked;
+            self.ipl[slot][PFIPL_KERNEL] += ticks - booked;
+            self.ipl[slot][PFIPL_IDLE] += ticks - booked;
         }
     }
 
     pub fn clear_ipl(&mut self) {
-        self.ipl.iter_mut().for_each(|h| *h = [0; IPL_ENTRIES]);
+        self.ipl.iter_mut().for_each(|h| *h = [0; PFIPL_ENTRIES]);
         self.counted.iter_mut().for_each(|c| *c = 0);
         self.lost.iter_mut().for_each(|c| *c = 0);
         self.reconciled_idle.iter_mut().for_each(|c| *c = 0);
@@ -241,10 +238,10 @@ impl Histograms {
             .zip(&self.lost)
             .zip(&mut self.reconciled_idle);
         for (slot, (((ipl, counted), lost), reconciled)) in slots.enumerate() {
-            let total: u64 = ipl.iter().sum::<u64>() - ipl[IPL_IDLE];
+            let total: u64 = ipl.iter().sum::<u64>() - ipl[PFIPL_IDLE];
             let missing = counted.saturating_sub(total + lost + allowance(slot));
-            ipl[IPL_ZERO] += missing;
-            ipl[IPL_IDLE] += missing;
+            ipl[PFIPL_KERNEL] += missing;
+            ipl[PFIPL_IDLE] += missing;
             *reconciled += missing;
         }
     }
