@@ -161,17 +161,24 @@ fn range_line(value: &str) -> Result<Range, String> {
 
 /// Parses the file's bytes; errors carry the 1-based line.
 pub fn decode(bytes: &[u8]) -> Result<Profile, Failure> {
-    let mut fields: BTreeMap<&str, String> = BTreeMap::new();
+    // Each header field with the line it was on, for the error.
+    let mut fields: BTreeMap<&str, (String, usize)> = BTreeMap::new();
+    if bytes.is_empty() {
+        return Err((
+            1,
+            "an empty file, not a pfmprof profile (pfmprof -o writes one)".into(),
+        ));
+    }
     let mut ranges: Vec<Range> = Vec::new();
     let mut v1 = false;
     let mut pos = 0;
     let mut line_no = 0;
     // The v1 range, made from the header at its first sym, loc or data.
-    let v1_range = |fields: &BTreeMap<&str, String>, line_no| -> Result<Range, Failure> {
+    let v1_range = |fields: &BTreeMap<&str, (String, usize)>, line_no| -> Result<Range, Failure> {
         let get = |k: &str| {
             fields
                 .get(k)
-                .cloned()
+                .map(|(v, _)| v.clone())
                 .ok_or((line_no, format!("missing {k}")))
         };
         let num = |k: &str| get(k).and_then(|v| number(&v).map_err(|e| (line_no, e)));
@@ -185,7 +192,7 @@ pub fn decode(bytes: &[u8]) -> Result<Profile, Failure> {
         ))
         .map_err(|e| (line_no, e))?;
         num("bias")?;
-        r.build_id = fields.get("build-id").cloned();
+        r.build_id = fields.get("build-id").map(|(v, _)| v.clone());
         Ok(r)
     };
     while pos < bytes.len() {
@@ -265,32 +272,34 @@ pub fn decode(bytes: &[u8]) -> Result<Profile, Failure> {
                 | "sample-period" | "interrupts" | "lost" | "throttled" | "ipl",
                 None,
             ) => {
-                fields.insert(key, value.to_string());
+                fields.insert(key, (value.to_string(), line_no));
             }
             ("start" | "end" | "image" | "bias" | "build-id", None) if v1 => {
-                fields.insert(key, value.to_string());
+                fields.insert(key, (value.to_string(), line_no));
             }
             _ => return Err((line_no, format!("unexpected {key:?} here"))),
         }
     }
+    // A field's line, or the end for one that is missing.
+    let line = |k: &str| fields.get(k).map_or(line_no, |(_, l)| *l);
     let get = |k: &str| {
         fields
             .get(k)
-            .cloned()
+            .map(|(v, _)| v.clone())
             .ok_or((line_no, format!("missing {k}")))
     };
-    let num = |k: &str| get(k).and_then(|v| number(&v).map_err(|e| (line_no, format!("{k}: {e}"))));
+    let num = |k: &str| get(k).and_then(|v| number(&v).map_err(|e| (line(k), format!("{k}: {e}"))));
     let space = get("space")?;
-    let space = Space::named(&space).ok_or((line_no, format!("space {space:?}")))?;
-    let open = open_mode_named(&get("open")?).ok_or((line_no, "bad open mode".to_string()))?;
+    let space = Space::named(&space).ok_or((line("space"), format!("space {space:?}")))?;
+    let open = open_mode_named(&get("open")?).ok_or((line("open"), "bad open mode".to_string()))?;
     let mut ipl = [0u64; IPL_ENTRIES];
     let ipl_text = get("ipl")?;
     let values: Vec<&str> = ipl_text.split_whitespace().collect();
     if values.len() != IPL_ENTRIES {
-        return Err((line_no, format!("ipl needs {IPL_ENTRIES} numbers")));
+        return Err((line("ipl"), format!("ipl needs {IPL_ENTRIES} numbers")));
     }
     for (slot, v) in ipl.iter_mut().zip(values) {
-        *slot = number(v).map_err(|e| (line_no, e))?;
+        *slot = number(v).map_err(|e| (line("ipl"), e))?;
     }
     let header = Header {
         space,
@@ -298,7 +307,10 @@ pub fn decode(bytes: &[u8]) -> Result<Profile, Failure> {
         stride: num("stride")?,
         slots: num("slots")? as usize,
         program: get("program")?,
-        model: fields.get("model").cloned().unwrap_or_default(),
+        model: fields
+            .get("model")
+            .map(|(v, _)| v.clone())
+            .unwrap_or_default(),
         event: get("event")?,
         period: num("period")?,
         sample_period: num("sample-period")?,
@@ -308,7 +320,13 @@ pub fn decode(bytes: &[u8]) -> Result<Profile, Failure> {
         ipl,
     };
     if header.stride != 0 && !header.stride.is_power_of_two() {
-        return Err((line_no, "bad stride".into()));
+        return Err((line("stride"), "bad stride: not 0 or a power of two".into()));
+    }
+    if header.period == 0 {
+        return Err((
+            line("period"),
+            "period 0: a counter interrupts every 1 event at least".into(),
+        ));
     }
     for r in &mut ranges {
         if v1 {
@@ -374,8 +392,15 @@ mod tests {
         let mut p = sample_profile();
         p.ranges[0].end = 0x1200;
         assert!(decode(&encode(&p)).unwrap_err().1.contains("buckets"));
-        let text = String::from_utf8_lossy(&good).replace("stride 4", "stride 3");
-        assert!(decode(text.as_bytes()).is_err());
+        // A bad header field names its own line (it named the last).
+        let text = String::from_utf8_lossy(&good).replace("stride 4\n", "stride 3\n");
+        let stride_line = text.lines().position(|l| l == "stride 3").unwrap() + 1;
+        assert_eq!(decode(text.as_bytes()).unwrap_err().0, stride_line);
+        let text = String::from_utf8_lossy(&good).replace("\nperiod 4096\n", "\nperiod 0\n");
+        assert!(decode(text.as_bytes()).unwrap_err().1.contains("period 0"));
+        let empty = decode(b"").unwrap_err();
+        assert_eq!(empty.0, 1);
+        assert!(empty.1.contains("empty file"), "{}", empty.1);
         let text = String::from_utf8_lossy(&good).replace("lost 0\n", "");
         assert!(decode(text.as_bytes()).unwrap_err().1.contains("lost"));
     }
