@@ -6,7 +6,7 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// `open(2)` of the device failed.
-    #[error("{}: {source}{}", path.display(), open_hint(source))]
+    #[error("{}: {}{}", path.display(), describe(source), open_hint(source))]
     Open {
         path: PathBuf,
         #[source]
@@ -37,6 +37,13 @@ impl Error {
             _ => None,
         }
     }
+}
+
+/// An I/O error as a person reads it: the errno's description, without
+/// Rust's "(os error N)".
+pub fn describe(e: &std::io::Error) -> String {
+    e.raw_os_error()
+        .map_or_else(|| e.to_string(), |n| Errno::from_raw(n).desc().to_string())
 }
 
 /// ENOENT (no device), ENOTCONN / ECONNABORTED (a FUSE mount whose daemon

@@ -39,7 +39,7 @@ mod ioctl;
 mod spawn;
 
 pub use device::{CpuCounts, Device, device_path};
-pub use error::Error;
+pub use error::{Error, describe};
 pub use pfm_abi as abi;
 pub use pfm_abi::{CounterMask, Family, Implementation, Items, OpenMode, RawCounters};
 pub use spawn::{SpawnError, SpawnOptions, spawn_counted};

@@ -32,8 +32,19 @@ pub enum SpawnError {
     #[error("PTRACE_TRACEME in the child: {} ({})", .0, .0.desc())]
     TraceMe(Errno),
     /// The command could not be started.
-    #[error("{0}")]
+    #[error("{}", spawn_failure(.0))]
     Spawn(#[source] std::io::Error),
+}
+
+/// Why a command did not start, as a shell says it.
+fn spawn_failure(e: &std::io::Error) -> String {
+    match e.kind() {
+        std::io::ErrorKind::NotFound => "command not found".into(),
+        std::io::ErrorKind::PermissionDenied => {
+            "permission denied (not an executable file, or not this user's to run)".into()
+        }
+        _ => crate::error::describe(e),
+    }
 }
 
 const STEP_LOGSELECT: u8 = 1;

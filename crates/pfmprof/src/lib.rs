@@ -43,7 +43,7 @@ pub enum ProfError {
     /// count it (`EOPNOTSUPP`), or the period needs privilege (`EPERM`).
     #[error("{0}")]
     Refused(String),
-    #[error("{what}: {source}")]
+    #[error("{what}: {}", pfm_client::describe(source))]
     Io {
         what: String,
         #[source]

@@ -105,6 +105,7 @@ pub fn find_program(program: &OsStr) -> Result<PathBuf, ProfError> {
             .map(|d| d.join(program))
             .collect()
     };
+    let mut not_executable = false;
     for candidate in candidates {
         let Ok(meta) = std::fs::metadata(&candidate) else {
             continue;
@@ -114,10 +115,15 @@ pub fn find_program(program: &OsStr) -> Result<PathBuf, ProfError> {
             return std::fs::canonicalize(&candidate)
                 .map_err(ProfError::io(candidate.display().to_string()));
         }
+        not_executable = true;
     }
     Err(ProfError::Program(format!(
-        "{}: no such executable",
-        program.to_string_lossy()
+        "{}: {}",
+        program.to_string_lossy(),
+        match not_executable {
+            true => "not an executable file (chmod +x it, or name the program that runs it)",
+            false => "command not found",
+        }
     )))
 }
 

@@ -74,7 +74,7 @@ pub enum Error {
     /// The `-o` file cannot be created; nothing was run.
     #[error("-o {path}: {why}; the command was not run (name a file pfmstat may create)")]
     Output { path: String, why: &'static str },
-    #[error("{what}: {source}")]
+    #[error("{what}: {}", pfm_client::describe(source))]
     Io {
         what: String,
         source: std::io::Error,
