@@ -674,7 +674,11 @@ impl Report {
         } else {
             ""
         };
-        let _ = writeln!(out, "  {} ranges, {stride}{turns}", self.ranges.len());
+        let ranges = match self.ranges.len() {
+            1 => "1 range".to_string(),
+            n => format!("{n} ranges"),
+        };
+        let _ = writeln!(out, "  {ranges}, {stride}{turns}");
         for r in &self.ranges {
             let share = if r.alive == 0 {
                 0.0
