@@ -36,6 +36,18 @@ pub enum SpawnError {
     Spawn(#[source] std::io::Error),
 }
 
+/// `args` as a shell command line (quoted where needed), for reports: it
+/// can be pasted back.
+pub fn command_line<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> String {
+    args.iter()
+        .map(|a| {
+            let word = a.as_ref().to_string_lossy();
+            shlex::try_quote(&word).map_or_else(|_| word.to_string(), |q| q.into_owned())
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 /// Why a command did not start, as a shell says it.
 fn spawn_failure(e: &std::io::Error) -> String {
     match e.kind() {
@@ -116,5 +128,19 @@ pub fn spawn_counted(
             }
             Err(SpawnError::Spawn(source))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::command_line;
+
+    #[test]
+    fn command_lines_quote_what_a_shell_would_split() {
+        assert_eq!(
+            command_line(&["sh", "-c", "echo a; true", "it's"]),
+            r#"sh -c 'echo a; true' "it's""#
+        );
+        assert_eq!(command_line(&["./work", "burn", "100"]), "./work burn 100");
     }
 }

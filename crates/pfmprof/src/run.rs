@@ -515,7 +515,7 @@ pub fn profile(args: &ProfileArgs) -> Result<Outcome, ProfError> {
         open: args.mode,
         stride: args.stride,
         slots,
-        program: join_args(&args.program),
+        program: pfm_client::command_line(&args.program),
         model: choice.implementation.name().to_string(),
         event: choice.label(),
         period: choice.period,
@@ -604,12 +604,6 @@ fn run_windows(
     }
 }
 
-fn join_args(args: &[OsString]) -> String {
-    args.iter()
-        .map(|a| a.to_string_lossy().into_owned())
-        .collect::<Vec<_>>()
-        .join(" ")
-}
 
 #[cfg(test)]
 mod tests {

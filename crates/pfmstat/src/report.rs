@@ -490,7 +490,7 @@ impl Report {
     }
 
     fn command_text(&self) -> String {
-        self.command.join(" ")
+        pfm_client::command_line(&self.command)
     }
 
     /// The first line: what ran, and how it ended.
