@@ -416,9 +416,10 @@ impl Profile {
             per_cpu = vec![0.0f64; h.slots];
             for range in &self.ranges {
                 let n = range.buckets_per_slot().max(1);
+                let scale = self.range_scale(range) * fit;
                 for (cpu, slot) in range.buckets.chunks(n).enumerate() {
                     if let Some(sum) = per_cpu.get_mut(cpu) {
-                        *sum += slot.iter().sum::<u64>() as f64 * self.range_scale(range) * fit;
+                        *sum += slot.iter().sum::<u64>() as f64 * scale;
                     }
                 }
             }
@@ -785,7 +786,7 @@ impl Report {
 /// columns, the folded parts indented 4 more than the line; a word longer
 /// than a line is cut, marked `~`.
 fn wrap(line: &str) -> String {
-    let indent = line.len() - line.trim_start().len() + 4;
+    let indent = (line.len() - line.trim_start().len() + 4).min(WIDTH / 2);
     let mut out = String::new();
     let mut rest = line;
     loop {

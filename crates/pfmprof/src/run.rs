@@ -604,7 +604,6 @@ fn run_windows(
     }
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;
