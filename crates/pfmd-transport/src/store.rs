@@ -78,7 +78,7 @@ const SPARE_THREADS: usize = 2;
 const THREAD_STACK: usize = 64 * 1024;
 /// How often the watchdog looks for stores of killed callers, and how long
 /// a store is held before it counts (a store takes microseconds).
-pub const WATCH_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+const WATCH_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// One store: `bytes` at `addr` in thread `tid` of user `uid`. `tag` and
 /// `unique` say what to answer when it is done; `reply` is that answer on
