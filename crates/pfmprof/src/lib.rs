@@ -71,7 +71,7 @@ pub enum ProfError {
     Output {
         option: &'static str,
         path: PathBuf,
-        why: &'static str,
+        why: String,
     },
     #[error("{0}")]
     Program(String),
@@ -90,7 +90,7 @@ impl ProfError {
             .map_err(|e| ProfError::Output {
                 option,
                 path: path.to_path_buf(),
-                why: nix::errno::Errno::from_raw(e.raw_os_error().unwrap_or(0)).desc(),
+                why: pfm_client::describe(&e),
             })
     }
 

@@ -73,7 +73,7 @@ pub enum Error {
     },
     /// The `-o` file cannot be created; nothing was run.
     #[error("-o {path}: {why}; the command was not run (name a file pfmstat may create)")]
-    Output { path: String, why: &'static str },
+    Output { path: String, why: String },
     #[error("{what}: {}", pfm_client::describe(source))]
     Io {
         what: String,
@@ -209,32 +209,36 @@ fn modes_text(device: &CountingDevice, opts: &Options) -> (String, Vec<String>) 
 /// created before the command runs, so that a path that cannot be written
 /// costs no run.
 struct Sink {
-    path: Option<PathBuf>,
+    /// The `-o` file, by name.
+    file: Option<(String, File)>,
     stdout: bool,
-    file: Option<File>,
 }
 
 impl Sink {
     fn new(opts: &Options) -> Result<Sink, Error> {
         let file = match &opts.output {
-            Some(path) => Some(File::create(path).map_err(|source| Error::Output {
-                path: path.display().to_string(),
-                why: nix::errno::Errno::from_raw(source.raw_os_error().unwrap_or(0)).desc(),
-            })?),
+            Some(path) => {
+                let name = path.display().to_string();
+                match File::create(path) {
+                    Ok(file) => Some((name, file)),
+                    Err(e) => {
+                        let why = pfm_client::describe(&e);
+                        return Err(Error::Output { path: name, why });
+                    }
+                }
+            }
             None => None,
         };
         Ok(Sink {
-            path: opts.output.clone(),
-            stdout: opts.format.is_machine(),
             file,
+            stdout: opts.format.is_machine(),
         })
     }
 
     fn write(&mut self, text: &str) -> Result<(), Error> {
         let io = |what: String| move |source| Error::Io { what, source };
-        if let (Some(path), Some(file)) = (&self.path, &mut self.file) {
-            let name = path.display().to_string();
-            return file.write_all(text.as_bytes()).map_err(io(name));
+        if let Some((name, file)) = &mut self.file {
+            return file.write_all(text.as_bytes()).map_err(io(name.clone()));
         }
         if self.stdout {
             print_stdout(text)
