@@ -946,6 +946,28 @@ impl SlowFs {
     }
 
     /// Answers every held READ, and every later one at once.
+    /// Starts nobody's `stall` client aiming `threads` pointer ioctls on
+    /// `cpu` at this filesystem's page, and waits until a store is held
+    /// there.
+    fn held_attacker(&self, daemon: &Daemon, cpu: &str, threads: usize, out: Stdio) -> Child {
+        let file = self.file();
+        let threads = threads.to_string();
+        let attacker = client_as_nobody(
+            daemon,
+            "stall",
+            &["1", cpu, file.to_str().unwrap(), &threads],
+        )
+        .stdout(out)
+        .spawn()
+        .unwrap();
+        assert!(
+            self.wait_for("held", Duration::from_secs(30)),
+            "the attacker's store never reached its filesystem\n{}",
+            log_tail(daemon, 40)
+        );
+        attacker
+    }
+
     fn release(&self) {
         nix::sys::signal::kill(
             nix::unistd::Pid::from_raw(self.child.id() as i32),
@@ -1040,25 +1062,8 @@ fn stores_into_a_stalled_page_stall_only_their_caller(channel: Channel) {
     let quiet = latency("root's GETCNTs before the attack");
     let helper_threads = store_helper_threads(daemon.pid());
 
-    let mut attacker = client_as_nobody(
-        &daemon,
-        "stall",
-        &[
-            "1",
-            "0",
-            fs.file().to_str().unwrap(),
-            &STALL_THREADS.to_string(),
-        ],
-    )
-    .stdout(Stdio::piped())
-    .spawn()
-    .unwrap();
+    let mut attacker = fs.held_attacker(&daemon, "0", STALL_THREADS, Stdio::piped());
     let attack = line_reader(&mut attacker);
-    assert!(
-        fs.wait_for("held", Duration::from_secs(30)),
-        "the attacker's store never reached its filesystem\n{}",
-        log_tail(&daemon, 40)
-    );
     let attacked = latency("root's GETCNTs while nobody's stores wait");
     let mut answered: Vec<String> = attack.try_iter().collect();
     let calls = |lines: &[String]| -> Vec<String> {
@@ -1126,19 +1131,7 @@ fn a_caller_killed_while_its_store_hangs_ends(channel: Channel) {
     let _serial = serial();
     let mut daemon = Daemon::on(channel, &[]);
     let fs = SlowFs::mount();
-    let mut attacker = client_as_nobody(
-        &daemon,
-        "stall",
-        &["1", "0", fs.file().to_str().unwrap(), "1"],
-    )
-    .stdout(Stdio::null())
-    .spawn()
-    .unwrap();
-    assert!(
-        fs.wait_for("held", Duration::from_secs(30)),
-        "the store never reached the filesystem\n{}",
-        log_tail(&daemon, 40)
-    );
+    let mut attacker = fs.held_attacker(&daemon, "0", 1, Stdio::null());
     attacker.kill().unwrap();
     let ended = xtask::pfmd::wait_for_exit(&mut attacker, Duration::from_secs(30));
     fs.release();
@@ -1288,19 +1281,7 @@ fn sigterm_ends_the_daemon_with_a_store_stuck() {
     for channel in [Channel::Classic, Channel::Uring] {
         let mut daemon = Daemon::on(channel, &[]);
         let fs = SlowFs::mount();
-        let mut attacker = client_as_nobody(
-            &daemon,
-            "stall",
-            &["1", "1", fs.file().to_str().unwrap(), "1"],
-        )
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-        assert!(
-            fs.wait_for("held", Duration::from_secs(30)),
-            "{channel:?}: the store never reached the filesystem\n{}",
-            log_tail(&daemon, 40)
-        );
+        let mut attacker = fs.held_attacker(&daemon, "1", 1, Stdio::null());
         // The harness gives it 20 s, then fails.
         let status = daemon.stop();
         assert!(status.success(), "{channel:?}: {status}\n{}", daemon.log());
