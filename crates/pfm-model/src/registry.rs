@@ -181,6 +181,12 @@ impl Model {
         self.flat_events().find(|e| e.name == name)
     }
 
+    /// True when the model has an event named `name`, in any case.
+    pub fn has_event_named(&self, name: &str) -> bool {
+        self.flat_events()
+            .any(|e| e.name.eq_ignore_ascii_case(name))
+    }
+
     /// Every alias, in listing order.
     pub fn aliases(&self) -> impl Iterator<Item = &'static Alias> + use<> {
         self.aliases.iter().flat_map(|segment| segment.iter())

@@ -73,7 +73,7 @@ pub struct CostTable {
 }
 
 /// `1`, `0.25`, `6.5`: at most three decimals, no trailing zeros.
-pub fn number(v: f64) -> String {
+fn number(v: f64) -> String {
     let s = format!("{v:.3}");
     let s = s.trim_end_matches('0').trim_end_matches('.');
     if s.is_empty() || s == "-" {

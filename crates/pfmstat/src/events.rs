@@ -101,9 +101,24 @@ pub fn lookup(model: Implementation, spec: &str) -> Result<&'static AlphaEvent, 
             ),
         }));
     }
+    // A name from another model's tables says whose it is, as pfmd's event
+    // map and pfmprof do: the usual slip is a header written for another chip.
+    let elsewhere: Vec<String> = Implementation::ALL
+        .into_iter()
+        .filter(|m| *m != model && Model::of(*m).has_event_named(spec))
+        .map(|m| format!("{m} ({})", m.chip()))
+        .collect();
+    let what = if elsewhere.is_empty() {
+        format!("{spec:?} is not an event of the {model} ({})", model.chip())
+    } else {
+        format!(
+            "{spec} is an event of the {}, not of the {model} ({})",
+            elsewhere.join(" and the "),
+            model.chip()
+        )
+    };
     Err(Error::Event(format!(
-        "{spec:?} is not an event of the {model} ({}); pfmstat -l lists names, aliases and numbers",
-        model.chip()
+        "{what}; pfmstat -l lists names, aliases and numbers"
     )))
 }
 
@@ -379,7 +394,23 @@ mod tests {
         assert_eq!(lookup(m, "3").unwrap().name, "PF6_MUX1_RET_COND_BRANCHES");
         assert_eq!(lookup(m, "0x3").unwrap().name, "PF6_MUX1_RET_COND_BRANCHES");
         assert!(matches!(lookup(m, "99"), Err(Error::Event(_))));
-        assert!(matches!(lookup(m, "PF_CYCLES"), Err(Error::Event(_))));
+        let Err(Error::Event(msg)) = lookup(m, "PF_CYCLES") else {
+            panic!("PF_CYCLES is no event of the ev6");
+        };
+        assert!(
+            msg.starts_with(
+                "PF_CYCLES is an event of the ev4 (21064) and the ev45 (21064A), \
+                 not of the ev6 (21264)"
+            ),
+            "{msg}"
+        );
+        let Err(Error::Event(msg)) = lookup(m, "nosuch") else {
+            panic!("nosuch is no event");
+        };
+        assert!(
+            msg.starts_with("\"nosuch\" is not an event of the ev6 (21264)"),
+            "{msg}"
+        );
         assert_eq!(lookup(Implementation::Ev4, "PF_CYCLES").unwrap().counter, 0);
         assert_eq!(
             aliases_of(m, lookup(m, "retinst").unwrap()),

@@ -7,7 +7,7 @@
 
 use super::accounting::Scaled;
 use super::client::Fidelity;
-use super::costs::{CostTable, number};
+use super::costs::CostTable;
 use super::procs::Process;
 use super::stats::{self, Statistic};
 use super::wrap::{cells, fill};
@@ -983,17 +983,20 @@ fn costs_text(o: &mut String, report: &Report, costs: &Costs) {
     }
 }
 
+/// A statistic to four significant digits, so that one column reads alike
+/// (`0.3010`, `1.000`, `6.916e-7`); out of a plain number's range, in
+/// scientific notation.
 fn number_for_stat(v: f64) -> String {
-    if v != 0.0 && v.abs() < 0.001 {
-        format!("{v:.3e}")
-    } else {
-        let s = number(v);
-        if s.contains('.') || v.abs() >= 1.0 || v == 0.0 {
-            s
-        } else {
-            format!("{v:.4}")
-        }
+    if v == 0.0 || !v.is_finite() {
+        return format!("{v}");
     }
+    let magnitude = v.abs().log10().floor();
+    if !(-3.0..7.0).contains(&magnitude) {
+        return format!("{v:.3e}");
+    }
+    // 3 - magnitude is within 0..=6 here.
+    let decimals = (3.0 - magnitude).max(0.0) as usize;
+    format!("{v:.decimals$}")
 }
 
 #[cfg(test)]
@@ -1283,5 +1286,19 @@ mod tests {
             "0.100000;5;;PF6_MUX0_CYCLES;;;100.00;approximate\n"
         );
         assert!(interval_text(&interval).contains("PF6_MUX0_CYCLES"));
+    }
+
+    #[test]
+    fn statistics_read_alike_in_their_column() {
+        let shown: Vec<String> = [0.3, 1.0, 6.916e-7, 0.301, 123.45, 2_500_000.0, 4.2e9, 0.0]
+            .into_iter()
+            .map(number_for_stat)
+            .collect();
+        assert_eq!(
+            shown,
+            [
+                "0.3000", "1.000", "6.916e-7", "0.3010", "123.5", "2500000", "4.200e9", "0"
+            ]
+        );
     }
 }
