@@ -173,6 +173,38 @@ fn tools_check_their_output_files_before_running_the_command() {
         );
         assert!(!marker.exists(), "{tool} {option}: the command ran");
     }
+    // A run refused after the check (an event that does not exist) leaves
+    // the file that was there as it was: a typo costs no earlier result.
+    let kept = dir.path().join("kept");
+    for (tool, option) in [
+        ("pfmstat", "-o"),
+        ("pfmprof", "-o"),
+        ("pfmprof", "--output"),
+    ] {
+        std::fs::write(&kept, "an earlier result\n").unwrap();
+        let out = run(Command::new(common::bin(tool))
+            .env("PFM_DEVICE", &daemon.device)
+            .arg(option)
+            .arg(&kept)
+            .args(["-e", "nosuch", "sh", "-c", &command]));
+        assert_ne!(out.status.code(), Some(0), "{tool} {option}");
+        assert_eq!(
+            std::fs::read_to_string(&kept).unwrap(),
+            "an earlier result\n",
+            "{tool} {option}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(!marker.exists(), "{tool} {option}: the command ran");
+    }
+    // Nor does the check leave a file that was not there.
+    let fresh = dir.path().join("fresh");
+    let out = run(Command::new(common::bin("pfmprof"))
+        .env("PFM_DEVICE", &daemon.device)
+        .arg("-o")
+        .arg(&fresh)
+        .args(["-e", "nosuch", "true"]));
+    assert_ne!(out.status.code(), Some(0));
+    assert!(!fresh.exists(), "a refused run left {}", fresh.display());
 }
 
 #[test]

@@ -82,16 +82,29 @@ pub enum ProfError {
 }
 
 impl ProfError {
-    /// Creates the file `option` names before the program runs, so that a
-    /// path that cannot be written costs no run.
+    /// Checks before the program runs that the file `option` names can be
+    /// written, so that a path that cannot be written costs no run. It
+    /// changes nothing: an existing file is opened without truncating it (a
+    /// refusal after this must not cost the last profile), a new one is
+    /// created and removed again.
     pub fn check_output(option: &'static str, path: &std::path::Path) -> Result<(), ProfError> {
-        std::fs::File::create(path)
-            .map(drop)
-            .map_err(|e| ProfError::Output {
-                option,
-                path: path.to_path_buf(),
-                why: pfm_client::describe(&e),
-            })
+        let refused = |e: std::io::Error| ProfError::Output {
+            option,
+            path: path.to_path_buf(),
+            why: pfm_client::describe(&e),
+        };
+        match std::fs::OpenOptions::new().write(true).open(path) {
+            Ok(_) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .create_new(true)
+                    .open(path)
+                    .map_err(refused)?;
+                std::fs::remove_file(path).map_err(refused)
+            }
+            Err(e) => Err(refused(e)),
+        }
     }
 
     pub fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> ProfError {
