@@ -611,6 +611,45 @@ fn unavailable_events_are_eopnotsupp_and_never_count_zero() {
     assert_eq!(i.pi_version, abi::PFM_INFO_VERSION);
 }
 
+/// At the default log level an administrator still finds each refusal:
+/// an unavailable event is named with why at once, and every user's
+/// refusals are summed up in a line 10 s after the first (also when no
+/// refusal follows), and at stop.
+#[test]
+fn refusals_reach_the_default_log_without_another_refusal() {
+    if !can_run() {
+        return;
+    }
+    let mut daemon = Daemon::start_env(&[], &[("RUST_LOG", std::ffi::OsStr::new("info"))]);
+    let device = daemon.open(OpenMode::All).unwrap();
+    device.set_items(Items::COUNTERS).unwrap();
+    let palmode = Iccsr::new(0xb, 0, 0, 0, 2);
+    let refuse = || {
+        let e = device.set_mux(palmode).unwrap_err();
+        assert_eq!(e.errno(), Some(Errno::EOPNOTSUPP));
+    };
+    refuse();
+    let named = "cannot be counted on this host (EOPNOTSUPP): PF_PALMODE";
+    assert!(daemon.log().contains(named), "{}", daemon.log());
+    const SUMMARY: &str = "1 requests refused in the last";
+    let start = std::time::Instant::now();
+    while !daemon.log().contains(SUMMARY) {
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(60),
+            "no summary a minute after the refusal: {}",
+            daemon.log()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    // A second refusal of the same event: not named again, summed at stop.
+    refuse();
+    drop(device);
+    daemon.stop();
+    let log = daemon.log();
+    assert_eq!(log.matches(named).count(), 1, "{log}");
+    assert_eq!(log.matches(SUMMARY).count(), 2, "{log}");
+}
+
 /// `read(2)` and ioctls are the only data paths: a write is refused with the
 /// device's errno, as by a character driver without a write method.
 #[test]

@@ -17,11 +17,16 @@ pub fn once(key: &'static str, message: &str) {
     }
 }
 
-/// How often refusals of one user are summarized, at most.
+/// How long a user's refusals are tallied before their summary is written.
 const REFUSAL_INTERVAL: std::time::Duration = std::time::Duration::from_secs(10);
+/// How often the summary thread looks for tallies that are due.
+const SUMMARY_TICK: std::time::Duration = std::time::Duration::from_secs(1);
 /// Users whose refusals are tallied at once; past it, the oldest summary is
 /// written out early.
 const REFUSAL_USERS: usize = 256;
+/// Distinct (user, unavailable event) notices remembered; past it, further
+/// ones go only to the summaries.
+const UNAVAILABLE_NOTICES: usize = 1024;
 
 #[derive(Default)]
 struct RefusalTally {
@@ -29,17 +34,24 @@ struct RefusalTally {
     by_errno: std::collections::BTreeMap<&'static str, u64>,
 }
 
-/// Counts a refused request of `uid` (`errno` by name). Each user's
-/// refusals are logged as one INFO line per [`REFUSAL_INTERVAL`], so no
-/// loop of bad requests grows the log faster than that; each refusal
-/// itself is logged at DEBUG where it happens.
-pub fn refused(uid: u32, errno: &'static str) {
-    static TALLIES: OnceLock<Mutex<std::collections::HashMap<u32, RefusalTally>>> = OnceLock::new();
-    let now = std::time::Instant::now();
-    let mut tallies = TALLIES
+type Tallies = std::collections::HashMap<u32, RefusalTally>;
+
+fn tallies() -> std::sync::MutexGuard<'static, Tallies> {
+    static TALLIES: OnceLock<Mutex<Tallies>> = OnceLock::new();
+    TALLIES
         .get_or_init(Mutex::default)
         .lock()
-        .unwrap_or_else(|e| e.into_inner());
+        .unwrap_or_else(|e| e.into_inner())
+}
+
+/// Counts a refused request of `uid` (`errno` by name). Each user's
+/// refusals are logged as one INFO line [`REFUSAL_INTERVAL`] after the
+/// first (by [`start_refusal_summaries`]'s thread, or by the next refusal),
+/// so no loop of bad requests grows the log faster than that; each refusal
+/// itself is logged at DEBUG where it happens.
+pub fn refused(uid: u32, errno: &'static str) {
+    let now = std::time::Instant::now();
+    let mut tallies = tallies();
     if tallies.len() >= REFUSAL_USERS && !tallies.contains_key(&uid) {
         let oldest = tallies
             .iter()
@@ -50,12 +62,63 @@ pub fn refused(uid: u32, errno: &'static str) {
         }
     }
     let tally = tallies.entry(uid).or_default();
-    let since = *tally.since.get_or_insert(now);
+    tally.since.get_or_insert(now);
     *tally.by_errno.entry(errno).or_default() += 1;
-    if now.duration_since(since) >= REFUSAL_INTERVAL {
-        summarize(uid, tally, now);
-        *tally = RefusalTally::default();
+    summarize_due(&mut tallies, now, REFUSAL_INTERVAL);
+}
+
+/// Logs at WARN, the first time a user meets it, that an event the caller
+/// selected cannot be counted here and why (`why` names the event): an
+/// administrator looking into a program's `EOPNOTSUPP` finds it at the
+/// default level, where the summaries give only counts.
+pub fn unavailable_selected(uid: u32, why: &str) {
+    static SEEN: OnceLock<Mutex<HashSet<(u32, String)>>> = OnceLock::new();
+    let mut seen = SEEN
+        .get_or_init(Mutex::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    if seen.len() < UNAVAILABLE_NOTICES && seen.insert((uid, why.to_owned())) {
+        tracing::warn!(
+            uid,
+            "a selected event cannot be counted on this host (EOPNOTSUPP): {why}"
+        );
     }
+}
+
+/// Starts the thread that writes each user's summary when it is due, so
+/// that the last refusals of a burst are logged too.
+pub fn start_refusal_summaries() -> std::io::Result<()> {
+    std::thread::Builder::new()
+        .name("refusal-log".into())
+        .spawn(|| {
+            loop {
+                std::thread::sleep(SUMMARY_TICK);
+                summarize_due(&mut tallies(), std::time::Instant::now(), REFUSAL_INTERVAL);
+            }
+        })
+        .map(drop)
+}
+
+/// Writes every summary still tallied: at stop.
+pub fn summarize_refusals_now() {
+    summarize_due(
+        &mut tallies(),
+        std::time::Instant::now(),
+        std::time::Duration::ZERO,
+    );
+}
+
+/// Writes out and forgets the tallies begun at least `age` before `now`.
+fn summarize_due(tallies: &mut Tallies, now: std::time::Instant, age: std::time::Duration) {
+    tallies.retain(|uid, tally| {
+        let due = tally
+            .since
+            .is_some_and(|since| now.duration_since(since) >= age);
+        if due {
+            summarize(*uid, tally, now);
+        }
+        !due
+    });
 }
 
 fn summarize(uid: u32, tally: &RefusalTally, now: std::time::Instant) {

@@ -556,6 +556,9 @@ fn note_left_one_cpu(slot: &Slot, caller: &Caller) {
 /// request already read it: no /proc read just for the log).
 fn note_refusal(caller: &Caller, e: &DeviceError) {
     let uid = caller.uid_hint().unwrap_or(u32::MAX);
+    if let DeviceError::NotSupported(why) = e {
+        crate::logging::unavailable_selected(uid, why);
+    }
     crate::logging::refused(uid, e.errno_name());
 }
 

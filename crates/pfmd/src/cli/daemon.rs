@@ -42,6 +42,8 @@ pub fn run(args: &Args) -> Result<(), StartError> {
     let device = Arc::new(Device::new(config, backend));
     super::hotplug::follow_cpus(Arc::clone(&device))
         .map_err(StartError::io("starting the CPU hotplug thread"))?;
+    pfmd_device::logging::start_refusal_summaries()
+        .map_err(StartError::io("starting the refusal log thread"))?;
 
     let transport = start_transport(args, Arc::clone(&device))?;
     tracing::info!(
@@ -78,6 +80,7 @@ pub fn run(args: &Args) -> Result<(), StartError> {
         remove_link(link, &device_path);
     }
     transport.stop()?;
+    pfmd_device::logging::summarize_refusals_now();
     tracing::info!("stopped");
     Ok(())
 }
