@@ -259,6 +259,48 @@ fn a_stripped_binary_is_symbolized_from_its_debug_file() {
     assert!(location.starts_with("pfmprof_hotloop.c:"), "{report:#}");
 }
 
+/// The report and the program's own output never mix: while the report has
+/// pfmprof's standard output, the program writes to its standard error;
+/// with `--output` the program keeps its standard output.
+#[test]
+fn the_report_and_the_programs_output_never_mix() {
+    if !can_run() {
+        return;
+    }
+    let daemon = daemon();
+    // The report's header quotes the command, so the output the test looks
+    // for is computed, not in the command line.
+    let command = format!("echo program-$((6*7)); {} 50", hot_loop().display());
+    for (format, marker) in [("text", "interrupts "), ("json", "\"functions\"")] {
+        let out = run(common::pfmprof(&daemon)
+            .args(["-f", "--format", format, "sh", "-c"])
+            .arg(&command));
+        assert!(out.status.success(), "{}\n{}", text(&out), daemon.log());
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(!stdout.contains("program-42"), "{format}: {stdout}");
+        assert!(stdout.contains(marker), "{format}: the report: {stdout}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("program-42"),
+            "{format}: {}",
+            text(&out)
+        );
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let report = dir.path().join("report.txt");
+    let out = run(common::pfmprof(&daemon)
+        .arg("--output")
+        .arg(&report)
+        .args(["-f", "sh", "-c"])
+        .arg(&command));
+    assert!(out.status.success(), "{}\n{}", text(&out), daemon.log());
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "program-42\n");
+    let report = std::fs::read_to_string(&report).unwrap();
+    assert!(
+        report.contains("interrupts ") && !report.contains("program-42"),
+        "{report}"
+    );
+}
+
 #[test]
 fn follow_exec_profiles_the_program_a_shell_starts() {
     if !can_run() {

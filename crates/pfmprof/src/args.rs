@@ -37,8 +37,9 @@ usage: pfmprof [-all|-each|-one] [-stride N] [-e EVENT] [-period N] [-pm STAT] [
   --format F         the report as text (default), json, folded (flame-graph
                      stacks), pprof (protobuf for go tool pprof, speedscope) or
                      svg (a flame graph); --json is --format json
-  --output FILE      the report to FILE instead of standard output (PROGRAM's
-                     own output never goes there)
+  --output FILE      the report to FILE instead of standard output; PROGRAM
+                     then keeps its standard output (without --output, PROGRAM's
+                     standard output is pfmprof's standard error)
   --device PATH      the device (default $PFM_DEVICE, else /dev/pfcntr)
   --no-ptrace        learn PROGRAM's load address without stopping it at exec
                      (samples before the ranges are set are lost)

@@ -58,6 +58,7 @@ use nix::unistd::Pid;
 use pfm_client::{Device, Items, OpenMode, SpawnError, SpawnOptions, spawn_counted};
 use pfm_model::ev5::{PF5_CTXT_ALL_PROC, PF5_CTXT_SEL_PROC};
 use std::ffi::{OsStr, OsString};
+use std::os::fd::AsFd;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -144,22 +145,40 @@ struct Child {
     traced: bool,
 }
 
-/// Starts `argv` from the executable `exe` as `start` says.
-fn spawn(device: &Device, exe: &Path, argv: &[OsString], start: Start) -> Result<Child, ProfError> {
-    let command = || {
+/// Starts `argv` from the executable `exe` as `start` says; its standard
+/// output is pfmprof's standard error when `stdout_to_stderr` (the report
+/// has pfmprof's standard output, and the two must not mix).
+fn spawn(
+    device: &Device,
+    exe: &Path,
+    argv: &[OsString],
+    start: Start,
+    stdout_to_stderr: bool,
+) -> Result<Child, ProfError> {
+    let command = || -> Result<Command, SpawnError> {
         let mut command = Command::new(exe);
         command.arg0(&argv[0]).args(&argv[1..]);
-        command
+        if stdout_to_stderr {
+            let stderr = std::io::stderr()
+                .as_fd()
+                .try_clone_to_owned()
+                .map_err(SpawnError::Spawn)?;
+            command.stdout(std::process::Stdio::from(stderr));
+        }
+        Ok(command)
     };
     let counted = |stop_at_exec| {
         let options = SpawnOptions {
             stop_at_exec,
             unblock_signals: false,
         };
-        spawn_counted(device, command(), options)
+        spawn_counted(device, command()?, options)
     };
     let (spawned, traced) = match start {
-        Start::Uncounted => (command().spawn().map_err(SpawnError::Spawn), false),
+        Start::Uncounted => (
+            command().and_then(|mut c| c.spawn().map_err(SpawnError::Spawn)),
+            false,
+        ),
         Start::Counted => (counted(false), false),
         Start::CountedStoppedAtExec => match counted(true) {
             Err(SpawnError::TraceMe(errno)) => {
@@ -434,7 +453,7 @@ pub fn profile(args: &ProfileArgs) -> Result<Outcome, ProfError> {
     } else {
         Start::Counted
     };
-    let start_program = || spawn(&device, &exe, &args.program, how);
+    let start_program = || spawn(&device, &exe, &args.program, how, args.show.to.is_none());
     let mut rotation = Rotation::new(&device, choice.counter, args.stride);
     let child = if args.kernel {
         if let Some(text) = kernel_text {
