@@ -109,9 +109,12 @@ impl CostTable {
     }
 
     /// Applies a cost file (the `-t` format): each row replaces that
-    /// event's costs. Returns how many rows it overrode.
-    pub fn apply(&mut self, text: &str, origin: &str) -> Result<usize, Error> {
+    /// event's costs. A row for another model's event is passed over, so
+    /// one site file can hold the rows of several models. Returns how many
+    /// rows it overrode and how many it passed over.
+    pub fn apply(&mut self, text: &str, origin: &str) -> Result<(usize, usize), Error> {
         let mut applied = 0;
+        let mut other_models = 0;
         for (index, raw) in text.lines().enumerate() {
             let line = raw.split('#').next().unwrap_or("").trim();
             if line.is_empty() {
@@ -128,7 +131,14 @@ impl CostTable {
                     "expected EVENT TYPICAL MINIMUM MAXIMUM [clks|nsec], found {line:?}"
                 )));
             }
-            let event = events::lookup(self.model, words[0]).map_err(|e| err(e.to_string()))?;
+            let event = match events::lookup(self.model, words[0]) {
+                Ok(event) => event,
+                Err(_) if events::of_another_model(self.model, words[0]) => {
+                    other_models += 1;
+                    continue;
+                }
+                Err(e) => return Err(err(e.to_string())),
+            };
             let value = |w: &str, what: &str| -> Result<f64, Error> {
                 w.parse::<f64>()
                     .ok()
@@ -164,7 +174,7 @@ impl CostTable {
             entry.source = format!("override: {origin} line {}", index + 1);
             applied += 1;
         }
-        Ok(applied)
+        Ok((applied, other_models))
     }
 
     /// The table in the format [`CostTable::apply`] reads.
@@ -233,7 +243,7 @@ mod tests {
             let table = CostTable::builtin(model);
             let mut copy = CostTable::builtin(model);
             let n = copy.apply(&table.format(), "t").unwrap();
-            assert_eq!(n, table.entries.len());
+            assert_eq!(n, (table.entries.len(), 0));
             for (a, b) in table.entries.iter().zip(&copy.entries) {
                 assert_eq!(a.cost, b.cost, "{}", a.event.name);
             }
@@ -250,7 +260,7 @@ mod tests {
                 "/etc/pfm/costs",
             )
             .unwrap();
-        assert_eq!(n, 1);
+        assert_eq!(n, (1, 0));
         let changed: Vec<_> = t
             .entries
             .iter()
@@ -264,6 +274,27 @@ mod tests {
         assert_eq!(e.source, "override: /etc/pfm/costs line 2");
         t.apply("PF6_MUX0_CYCLES 0.5 0.5 0.5 nsec", "f").unwrap();
         assert_eq!(t.entries[0].cost.unit, Unit::Nsec);
+    }
+
+    /// One site file may hold every model's table: the rows of other
+    /// models are passed over, a name of no model is still refused.
+    #[test]
+    fn other_models_rows_are_passed_over() {
+        let mut t = CostTable::builtin(Implementation::Ev6);
+        let before = t.clone();
+        let ev5 = CostTable::builtin(Implementation::Ev5).format();
+        let rows = ev5
+            .lines()
+            .filter(|l| !l.trim_start().starts_with('#'))
+            .count();
+        assert_eq!(t.apply(&ev5, "ev5.costs").unwrap(), (0, rows));
+        assert_eq!(
+            t.entries.iter().map(|e| e.cost).collect::<Vec<_>>(),
+            before.entries.iter().map(|e| e.cost).collect::<Vec<_>>()
+        );
+        let both = format!("{ev5}retinst 2 1 4\n");
+        assert_eq!(t.apply(&both, "site").unwrap(), (1, rows));
+        assert!(t.apply("PF_NOPE 1 1 1", "f").is_err());
     }
 
     #[test]

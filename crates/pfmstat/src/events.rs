@@ -59,6 +59,18 @@ pub fn papi_of(model: Implementation, event: &AlphaEvent) -> Vec<&'static str> {
     names_of(&papi_presets(model), event)
 }
 
+/// The models other than `model` with an event named `name`.
+fn models_naming(model: Implementation, name: &str) -> impl Iterator<Item = Implementation> {
+    Implementation::ALL
+        .into_iter()
+        .filter(move |m| *m != model && Model::of(*m).has_event_named(name))
+}
+
+/// True when `name` is no event of `model` but one of another model's.
+pub fn of_another_model(model: Implementation, name: &str) -> bool {
+    !Model::of(model).has_event_named(name) && models_naming(model, name).next().is_some()
+}
+
 /// Finds the event `spec` names in `model`: its Alpha name, an alias or a
 /// PAPI preset (case-insensitive), or its number.
 pub fn lookup(model: Implementation, spec: &str) -> Result<&'static AlphaEvent, Error> {
@@ -103,9 +115,7 @@ pub fn lookup(model: Implementation, spec: &str) -> Result<&'static AlphaEvent, 
     }
     // A name from another model's tables says whose it is, as pfmd's event
     // map and pfmprof do: the usual slip is a header written for another chip.
-    let elsewhere: Vec<String> = Implementation::ALL
-        .into_iter()
-        .filter(|m| *m != model && Model::of(*m).has_event_named(spec))
+    let elsewhere: Vec<String> = models_naming(model, spec)
         .map(|m| format!("{m} ({})", m.chip()))
         .collect();
     let what = if elsewhere.is_empty() {

@@ -140,17 +140,31 @@ pub fn main() -> ExitCode {
 fn cost_table(model: pfm_model::Implementation, opts: &Options) -> Result<CostTable, Error> {
     let mut table = CostTable::builtin(model);
     let site = site_costs();
-    let mut files: Vec<PathBuf> = Vec::new();
+    let mut files: Vec<(PathBuf, bool)> = Vec::new();
     if site.exists() {
-        files.push(site);
+        files.push((site, false));
     }
-    files.extend(opts.cost_file.clone());
-    for path in files {
+    files.extend(opts.cost_file.iter().map(|path| (path.clone(), true)));
+    for (path, named) in files {
         let text = std::fs::read_to_string(&path).map_err(|source| Error::Io {
             what: format!("cost file {}", path.display()),
             source,
         })?;
-        table.apply(&text, &path.display().to_string())?;
+        let origin = path.display().to_string();
+        let (applied, other_models) = table.apply(&text, &origin)?;
+        // The site file may hold only other models' rows; a file named
+        // with -c for none of this model's events is a mistake to say.
+        if named && applied == 0 && other_models > 0 {
+            return Err(Error::CostFile {
+                origin,
+                line: 1,
+                message: format!(
+                    "none of its {other_models} rows is for the {model} ({}); \
+                     pfmstat -t --model {model} prints that model's table",
+                    model.chip()
+                ),
+            });
+        }
     }
     Ok(table)
 }
