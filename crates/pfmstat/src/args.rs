@@ -442,6 +442,17 @@ fn validate(opts: &Options) -> Result<(), Error> {
             return Err(usage("--interval-print follows one run: not with --repeat"));
         }
     }
+    // `--pid $(pidof server)` with two servers: the second PID would be
+    // run as the command ("command not found").
+    if let (Some(pid), Some(first)) = (opts.pid, opts.command.first()) {
+        let first = first.to_string_lossy();
+        if !first.is_empty() && first.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(usage(format!(
+                "--pid takes one PID: {first} after --pid {pid} would run as the command \
+                 (pidof -s NAME gives one PID)"
+            )));
+        }
+    }
     if opts.pid.is_some() && opts.per_process {
         return Err(usage(
             "-mp apportions the command's own counts; --pid counts system-wide, \
@@ -600,6 +611,7 @@ mod tests {
             &["--interval-print", "5", "ls"],
             &["--pid", "0"],
             &["--pid", "1", "-mp"],
+            &["--pid", "1", "2"],
             &["--model", "ev6", "--pid", "1", "-l"],
         ] {
             let m = usage_message(words);
