@@ -34,8 +34,10 @@ pub fn parse(text: &str) -> Result<KernelText, ProfError> {
     }
     if all_zero {
         return Err(ProfError::Kallsyms(
-            "/proc/kallsyms shows no addresses: kernel profiling needs root or CAP_SYSLOG \
-             (see kernel.kptr_restrict and kernel.perf_event_paranoid)"
+            "/proc/kallsyms shows this user no addresses, which pfmprof needs to place and \
+             name a kernel profile: run it as root or with CAP_SYSLOG, or set \
+             kernel.kptr_restrict=0 and kernel.perf_event_paranoid<=1 (the kernel decides \
+             who reads them; pfmd's --allow-group does not)"
                 .into(),
         ));
     }
