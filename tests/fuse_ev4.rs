@@ -100,6 +100,47 @@ fn conformance_program_reports_zero_failed() {
     );
 }
 
+/// A member of pfmd's `--allow-group` group is privileged, which the
+/// program cannot see for itself: told so with `-allowed`, it checks the
+/// privileged answers (system-wide counting, kernel profiling, the EV5's
+/// 256-event period) and reports 0 failed; untold, it expects the EACCES
+/// and EPERM of an ordinary user and sees the device grant them.
+#[test]
+fn conformance_program_knows_an_allowed_group_member_when_told() {
+    if !can_run() {
+        return;
+    }
+    let daemon = Daemon::start(&["--model", "ev5", "--allow-group", "daemon"]);
+    let member = |extra: &[&str]| {
+        let mut cmd = Command::new("setpriv");
+        cmd.args(["--reuid=65534", "--regid=65534", "--groups=daemon", "--"])
+            .arg(common::c_program("errno_contract"))
+            .args(extra)
+            .env("PFM_DEVICE", &daemon.device);
+        run(&mut cmd)
+    };
+    let out = member(&["-allowed"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}\n{}", text(&out), daemon.log());
+    assert!(
+        stdout.contains("PASS pcnt5freq_256_needs_privilege"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("SKIP eacces_logall: -allowed: pfmd's --allow-group group"),
+        "{stdout}"
+    );
+    let out = member(&[]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(!out.status.success(), "{stdout}");
+    assert!(
+        stdout.contains("FAIL pcnt5freq_256_needs_privilege: expected EPERM got 0"),
+        "{stdout}"
+    );
+    let out = member(&["-bogus"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+}
+
 /// PF_CYCLES over a CPU-bound loop, counted for the client's own thread
 /// (LOGSELECT), against perf's own task-clock of the same process.
 #[test]
