@@ -6,7 +6,7 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// `open(2)` of the device failed.
-    #[error("{}: {}{}", path.display(), describe(source), open_hint(source))]
+    #[error("{}: {}{}", path.display(), describe(source), open_hint(source, path))]
     Open {
         path: PathBuf,
         #[source]
@@ -52,14 +52,21 @@ pub(crate) fn daemon_gone(errno: Errno) -> bool {
     matches!(errno, Errno::ENOENT | Errno::ENOTCONN | Errno::ECONNABORTED)
 }
 
-fn open_hint(source: &std::io::Error) -> &'static str {
+fn open_hint(source: &std::io::Error, path: &std::path::Path) -> String {
     match source.raw_os_error().map(Errno::from_raw) {
-        Some(e) if daemon_gone(e) => " (is pfmd running? systemctl start pfmd)",
-        Some(Errno::EBUSY) => " (another process holds the counters; try again when it closes)",
+        Some(e) if daemon_gone(e) => " (is pfmd running? systemctl start pfmd)".into(),
+        // One open at a time, machine-wide, as on Tru64: say how to find
+        // the holder (root sees every user's).
+        Some(Errno::EBUSY) => format!(
+            " (another process holds the counters, one open at a time as on Tru64; \
+             `fuser -v {}` names it; try again when it closes)",
+            path.display()
+        ),
         Some(Errno::EINVAL) => {
             " (PCNTOPENONE needs the calling thread bound to exactly one CPU, e.g. taskset -c 0)"
+                .into()
         }
-        Some(Errno::EACCES) => " (the device's mode or group does not let you open it)",
-        _ => "",
+        Some(Errno::EACCES) => " (the device's mode or group does not let you open it)".into(),
+        _ => String::new(),
     }
 }
