@@ -18,7 +18,8 @@ usage: pfmprof [-all|-each|-one] [-stride N] [-e EVENT] [-period N] [-pm STAT] [
                      to the CPU pfmprof is running on
   -stride N          instructions (4 bytes) per bucket: 0 or a power of two (default 4)
   -e EVENT           an event of the model pfmd emulates, by name (with or without
-                     its prefix: PF5_MUX0_CYCLES or cycles) or catalog number;
+                     its prefix: PF5_MUX0_CYCLES or cycles), pfmstat -l's aliases
+                     and PAPI presets, or its number in pfmstat -l;
                      default cycles on counter 0 (PF_CYCLES, PF5_MUX0_CYCLES,
                      PF6_MUX0_CYCLES, PF67_C0_CYCLES). ev67: also a pair with one
                      counting counter, or a profile-me statistic (PF67_PM_RETIRE)

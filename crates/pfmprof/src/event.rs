@@ -180,11 +180,21 @@ fn lookup(implementation: Implementation, text: &str) -> Option<Named> {
     if let Some(named) = names.iter().find(|n| n.name().eq_ignore_ascii_case(text)) {
         return Some(*named);
     }
-    names.into_iter().find(|n| {
+    if let Some(named) = names.iter().find(|n| {
         short_forms(n.name())
             .iter()
             .any(|f| f.eq_ignore_ascii_case(text))
-    })
+    }) {
+        return Some(*named);
+    }
+    // pfmstat's aliases and PAPI presets, from the model's record, so that
+    // the two tools take the same names.
+    let model = Model::of(implementation);
+    let (_, target) = model
+        .aliases()
+        .chain(model.papi_presets())
+        .find(|(alias, _)| alias.eq_ignore_ascii_case(text))?;
+    model.event(target).map(Named::Event)
 }
 
 fn parse_number(text: &str) -> Option<u64> {
@@ -780,6 +790,23 @@ mod tests {
             let why = refused(model, request(Some(event), Some(period), None));
             assert!(why.starts_with(&format!("-period {period}")), "{why}");
         }
+    }
+
+    #[test]
+    fn pfmstats_aliases_and_papi_presets_name_events_too() {
+        for (model, text, name) in [
+            (Implementation::Ev4, "brmiss", "PF_BRANCHMISS"),
+            (Implementation::Ev4, "PAPI_TOT_CYC", "PF_CYCLES"),
+            (Implementation::Ev6, "retinst", "PF6_MUX0_RET_INSTRUCTIONS"),
+            (Implementation::Ev5, "papi_l2_tcm", "PF5_MUX2_C_SCACHE_MISS"),
+        ] {
+            assert_eq!(
+                lookup(model, text).map(|n| n.name()),
+                Some(name),
+                "{model} {text}"
+            );
+        }
+        assert!(lookup(Implementation::Ev4, "PAPI_NO_SUCH").is_none());
     }
 
     #[test]
