@@ -264,7 +264,8 @@ fn listing_text(l: &Value) -> String {
             "  counter {} {:<32} {:>20}  {host}\n      {}",
             e["counter"],
             text(&e["name"]),
-            text(&e["code"]),
+            // Labelled: it is the chip's select code, not pfmstat -l's number.
+            format!("code {}", text(&e["code"])),
             text(&e["description"])
         );
         if let Some(pairs) = e.get("pairs").and_then(Value::as_array) {
