@@ -88,6 +88,17 @@ fn event_map_names_must_be_events() {
             .arg(&map);
         run(&mut c)
     };
+    // A map that is not there names the option, with the errno in words.
+    let out = pfmd("ev4");
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains(&format!(
+            "--event-map {}: No such file or directory\n",
+            map.display()
+        )),
+        "{}",
+        text(&out)
+    );
     for (content, says) in [
         (
             "PF_PALMODE type=1 config=0\nPF_PALMOD type=1 config=0\n",

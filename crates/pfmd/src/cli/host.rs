@@ -87,12 +87,13 @@ pub fn configured_cpus() -> usize {
 }
 
 pub fn event_map(args: &Args) -> Result<EventMap, StartError> {
-    let path = match &args.event_map {
-        Some(path) => path.as_path(),
-        None if Path::new(SITE_EVENT_MAP).exists() => Path::new(SITE_EVENT_MAP),
+    let (path, what) = match &args.event_map {
+        Some(path) => (path.as_path(), "--event-map"),
+        None if Path::new(SITE_EVENT_MAP).exists() => (Path::new(SITE_EVENT_MAP), "site event map"),
         None => return Ok(EventMap::default()),
     };
-    let text = std::fs::read_to_string(path).map_err(StartError::io(path.display().to_string()))?;
+    let text = std::fs::read_to_string(path)
+        .map_err(StartError::io(format!("{what} {}", path.display())))?;
     let map = EventMap::parse(&text).map_err(|source| StartError::EventMap {
         path: path.to_path_buf(),
         source,

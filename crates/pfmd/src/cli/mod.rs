@@ -13,9 +13,11 @@ use std::process::ExitCode;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum TransportChoice {
-    /// CUSE where /dev/cuse exists, else FUSE.
+    /// CUSE where /dev/cuse opens, else FUSE.
     Auto,
+    /// A one-file FUSE filesystem at --mountpoint, linked from --dev-link.
     Fuse,
+    /// A character device /dev/<dev-name> (needs the cuse module).
     Cuse,
 }
 
@@ -26,6 +28,7 @@ pub struct Args {
     /// Alpha implementation to emulate: ev4, ev45, ev5, ev56, pca56, ev6, ev67.
     #[arg(long, default_value = "ev4")]
     pub model: pfm_model::Implementation,
+    /// How the device is served.
     #[arg(long, value_enum, default_value = "auto")]
     pub transport: TransportChoice,
     /// Where the FUSE transport mounts its one-file filesystem.
@@ -45,10 +48,12 @@ pub struct Args {
     #[arg(long, value_name = "NAME")]
     pub group: Option<String>,
     /// Nominal CPU clock in MHz for cycle approximations and pr_cycle
-    /// (default: /proc/cpuinfo).
-    #[arg(long)]
+    /// (default: /proc/cpuinfo's "cpu MHz", else the cpufreq maximum, else
+    /// measured against the cycle counter).
+    #[arg(long, value_parser = parse_mhz)]
     pub cpu_mhz: Option<f64>,
-    /// Members of this group may count system-wide, like CAP_PERFMON.
+    /// Members of this group get what CAP_PERFMON gives: system-wide and
+    /// kernel-mode counting, kernel profiling, the EV5's 256-event periods.
     #[arg(long)]
     pub allow_group: Option<String>,
     /// Site event map binding Alpha events to raw host events
@@ -118,6 +123,15 @@ impl Args {
     }
 }
 
+/// A clock rate in MHz: a finite number above 0 (checked here, so that
+/// `--list-events` refuses what the daemon would).
+fn parse_mhz(text: &str) -> Result<f64, String> {
+    text.parse::<f64>()
+        .ok()
+        .filter(|mhz| mhz.is_finite() && *mhz > 0.0)
+        .ok_or_else(|| format!("{text:?} is not a clock rate in MHz (a number above 0)"))
+}
+
 fn parse_octal(text: &str) -> Result<u16, String> {
     u16::from_str_radix(text.trim_start_matches("0o"), 8)
         .ok()
@@ -177,7 +191,7 @@ pub fn main() -> ExitCode {
 pub enum StartError {
     #[error("{0}")]
     Config(String),
-    #[error("{what}: {source}")]
+    #[error("{what}: {}", describe(source))]
     Io {
         what: String,
         #[source]
@@ -193,6 +207,15 @@ pub enum StartError {
     Cuse(#[from] crate::transport::cuse::CuseError),
     #[error(transparent)]
     Fuse(#[from] crate::transport::fuse::FuseError),
+}
+
+/// An I/O error as a person reads it: the errno's description, without
+/// Rust's "(os error N)".
+fn describe(e: &std::io::Error) -> String {
+    e.raw_os_error().map_or_else(
+        || e.to_string(),
+        |n| nix::errno::Errno::from_raw(n).desc().to_string(),
+    )
 }
 
 impl StartError {
