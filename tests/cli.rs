@@ -325,3 +325,21 @@ fn usage_errors_exit_2_with_a_short_message() {
         }
     }
 }
+
+/// Listing without a daemon points at the listing that needs none.
+#[test]
+fn listings_without_a_daemon_point_at_model() {
+    for (option, what) in [("-l", "events"), ("-t", "cost table")] {
+        let out = run(Command::new(common::bin("pfmstat"))
+            .env("PFM_DEVICE", "/nonexistent/pfcntr")
+            .arg(option));
+        assert_eq!(out.status.code(), Some(125), "{}", text(&out));
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains(&format!(
+                "without a daemon, pfmstat {option} --model MODEL prints a model's {what}"
+            )),
+            "{}",
+            text(&out)
+        );
+    }
+}

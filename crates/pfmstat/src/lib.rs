@@ -49,6 +49,13 @@ pub enum Error {
     /// Opening or driving the device.
     #[error("{0}")]
     Device(#[from] pfm_client::Error),
+    /// `-l` or `-t` alone could not open the device; `--model` needs none.
+    #[error("{source}; without a daemon, pfmstat {option} --model MODEL prints a model's {what}")]
+    NoDeviceFor {
+        option: &'static str,
+        what: &'static str,
+        source: pfm_client::Error,
+    },
     /// Programming the counters for `what` (an event, the events, the next
     /// `-a` configuration) was refused.
     #[error("{what}: {source}")]
@@ -604,7 +611,20 @@ fn run(opts: &Options) -> Result<u8, Error> {
         return Ok(0);
     }
     let path = pfm_client::device_path(opts.device.as_deref());
-    let mut device = CountingDevice::open(&path)?;
+    let only_printing = opts.command.is_empty() && opts.pid.is_none();
+    let mut device = CountingDevice::open(&path).map_err(|e| match e {
+        Error::Device(source) if only_printing && opts.list => Error::NoDeviceFor {
+            option: "-l",
+            what: "events",
+            source,
+        },
+        Error::Device(source) if only_printing => Error::NoDeviceFor {
+            option: "-t",
+            what: "cost table",
+            source,
+        },
+        e => e,
+    })?;
     let model = device.model();
     let table = if opts.costs || opts.print_costs {
         Some(cost_table(model, opts)?)
