@@ -459,6 +459,7 @@ impl Profile {
                     pid: r.pid,
                     start: format!("{:#x}", r.start),
                     end: format!("{:#x}", r.end),
+                    stride: r.stride,
                     sampled: r.sampled,
                     alive: r.alive,
                     samples: (r.buckets.iter().sum::<u64>() as f64 * self.range_scale(r) * fit)
@@ -564,6 +565,8 @@ pub struct RangeRow {
     pub pid: u32,
     pub start: String,
     pub end: String,
+    /// Its own stride (a kernel range in a user profile has a coarser one).
+    pub stride: u64,
     /// Interrupts while it was the range profiled.
     pub sampled: u64,
     /// Interrupts while it was in the rotation.
@@ -688,9 +691,15 @@ impl Report {
             };
             // The file's name: the full path is in the JSON report.
             let name = r.image.rsplit('/').next().unwrap_or(&r.image);
+            // A range whose stride is not the header's says its own.
+            let own_stride = if r.stride == self.stride {
+                String::new()
+            } else {
+                format!(" (stride {})", r.stride)
+            };
             let _ = writeln!(
                 out,
-                "    {:<6} {:>18}-{:<18} sampled {share:>3.0}% of its time  {name}",
+                "    {:<6} {:>18}-{:<18} sampled {share:>3.0}% of its time  {name}{own_stride}",
                 r.space, r.start, r.end
             );
         }
@@ -1030,6 +1039,30 @@ pub(crate) mod tests {
         assert_eq!(of("irq_exit"), 20, "{:?}", r.functions);
         assert_eq!(of("hot"), 80, "user rows as they were");
         assert_eq!(r.ranges[1].samples, 20);
+    }
+
+    /// A range at a stride of its own (the kernel's, coarser, in a user
+    /// profile) says so on its line; the others have the header's.
+    #[test]
+    fn a_range_at_its_own_stride_says_it() {
+        let mut p = sample_profile();
+        let mut kernel = range(vec![0; 16]);
+        kernel.space = Space::Kernel;
+        kernel.stride = p.header.stride * 32;
+        p.ranges.push(kernel);
+        let r = p.report();
+        assert_eq!(r.ranges[1].stride, p.header.stride * 32);
+        let text = r.text();
+        let lines: Vec<&str> = text
+            .lines()
+            .filter(|l| l.contains("% of its time"))
+            .collect();
+        assert_eq!(lines.len(), 2, "{text}");
+        assert!(!lines[0].contains("(stride"), "{text}");
+        assert!(
+            lines[1].ends_with(&format!("(stride {})", p.header.stride * 32)),
+            "{text}"
+        );
     }
 
     #[test]
