@@ -315,6 +315,26 @@ fn check_cost_examples(pfmstat: &Path, site: &Path, examples: &Path, scratch: &P
             .args(["-t", "--model", model, "-c"])
             .arg(&file));
     }
+    // Every model's table in one site file, as install.md suggests: each
+    // model takes its own rows and passes over the others'.
+    let all = scratch.join("costs.all");
+    let tables: Vec<String> = MODELS
+        .iter()
+        .map(|m| fs::read_to_string(examples.join(format!("{m}.costs"))).unwrap())
+        .collect();
+    fs::write(&all, tables.concat()).expect("write the combined costs");
+    for (model, own) in MODELS.iter().zip(&tables) {
+        let printed = stdout(
+            Command::new(pfmstat)
+                .env("PFM_COSTS", &all)
+                .args(["-t", "--model", model]),
+        );
+        assert_eq!(
+            printed.matches("# override: ").count(),
+            active_lines(own).len(),
+            "{model} takes its own rows of the combined file:\n{printed}"
+        );
+    }
 }
 
 #[test]
