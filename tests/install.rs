@@ -207,6 +207,7 @@ fn expected_prefix_files() -> Vec<(String, u32)> {
         ("share/doc/pfmd/examples/events.map".into(), 0o644),
         ("share/doc/pfmd/examples/pfmd.default".into(), 0o644),
         ("share/doc/pfmd/examples/c/ev4count.c".into(), 0o644),
+        ("share/doc/pfmd/examples/c/Makefile".into(), 0o644),
     ];
     for (name, section) in man_pages() {
         files.push((format!("share/man/man{section}/{name}"), 0o644));
@@ -387,6 +388,16 @@ fn script_install_puts_everything_in_place() {
         .arg(tmp_path.join("ev4count"))
         .arg(&example)
         .current_dir(&tmp_path));
+    // And every example with the installed Makefile, into a directory of
+    // the user's: it names the installed header.
+    let built = tmp_path.join("examples-built");
+    run(Command::new("make")
+        .arg("-C")
+        .arg(prefix.join("share/doc/pfmd/examples/c"))
+        .arg(format!("BUILD={}", built.display())));
+    for program in ["ev4count", "errno_contract", "ioctl_bench"] {
+        assert!(built.join(program).exists(), "make built no {program}");
+    }
 
     // The installed pages, as man finds them, lint clean.
     let pages: Vec<PathBuf> = man_pages()
@@ -683,6 +694,7 @@ fn expected_package_files() -> Vec<String> {
         "/usr/share/doc/pfmd/examples/events.map",
         "/usr/share/doc/pfmd/examples/pfmd.default",
         "/usr/share/doc/pfmd/examples/c/ev4count.c",
+        "/usr/share/doc/pfmd/examples/c/Makefile",
     ]
     .map(String::from)
     .to_vec();
