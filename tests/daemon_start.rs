@@ -188,6 +188,9 @@ fn a_detached_mount_ends_the_daemon_with_an_error() {
         // Still served while held.
         held.info()
             .unwrap_or_else(|e| panic!("{channel}: held device after umount -l: {e}"));
+        // A refusal pending when the daemon ends this way is still summed
+        // up in the log.
+        assert!(held.set_items(pfm_client::Items::empty()).is_err());
         drop(held);
         let status = daemon.wait();
         assert_eq!(
@@ -201,6 +204,10 @@ fn a_detached_mount_ends_the_daemon_with_an_error() {
             log.contains("FUSE connection lost")
                 && log.contains("the FUSE connection ended while pfmd was serving"),
             "{channel}: {log}"
+        );
+        assert!(
+            log.contains("1 request refused in the last"),
+            "{channel}: the pending refusal: {log}"
         );
     }
 }

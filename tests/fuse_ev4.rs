@@ -738,7 +738,7 @@ fn refusals_reach_the_default_log_without_another_refusal() {
     refuse();
     let named = "cannot be counted on this host (EOPNOTSUPP): PF_PALMODE";
     assert!(daemon.log().contains(named), "{}", daemon.log());
-    const SUMMARY: &str = "1 requests refused in the last";
+    const SUMMARY: &str = "1 request refused in the last";
     let start = std::time::Instant::now();
     while !daemon.log().contains(SUMMARY) {
         assert!(

@@ -24,8 +24,8 @@ const SUMMARY_TICK: std::time::Duration = std::time::Duration::from_secs(1);
 /// Users whose refusals are tallied at once; past it, the oldest summary is
 /// written out early.
 const REFUSAL_USERS: usize = 256;
-/// Distinct (user, unavailable event) notices remembered; past it, further
-/// ones go only to the summaries.
+/// Distinct unavailable-event notices remembered; past it, further ones go
+/// only to the summaries (a model has far fewer events and reasons).
 const UNAVAILABLE_NOTICES: usize = 1024;
 
 #[derive(Default)]
@@ -64,20 +64,33 @@ pub fn refused(uid: u32, errno: &'static str) {
     let tally = tallies.entry(uid).or_default();
     tally.since.get_or_insert(now);
     *tally.by_errno.entry(errno).or_default() += 1;
-    summarize_due(&mut tallies, now, REFUSAL_INTERVAL);
+    // Once stopping, a request still in flight is summed up at once: no
+    // later summary would come.
+    let age = if STOPPING.load(std::sync::atomic::Ordering::Relaxed) {
+        std::time::Duration::ZERO
+    } else {
+        REFUSAL_INTERVAL
+    };
+    summarize_due(&mut tallies, now, age);
 }
 
-/// Logs at WARN, the first time a user meets it, that an event the caller
-/// selected cannot be counted here and why (`why` names the event): an
-/// administrator looking into a program's `EOPNOTSUPP` finds it at the
-/// default level, where the summaries give only counts.
+/// Set by [`summarize_refusals_now`]: the daemon is stopping.
+static STOPPING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Logs at WARN, the first time a caller selects it, that an event cannot
+/// be counted here and why (`why` names the event): an administrator
+/// looking into a program's `EOPNOTSUPP` finds it at the default level,
+/// where the summaries give only counts. Once per event and reason for the
+/// daemon's life (a host fact, the same for every caller; `pfmstat -l`
+/// alone meets every unavailable event), so the lines are as many as the
+/// model's events at most.
 pub fn unavailable_selected(uid: u32, why: &str) {
-    static SEEN: OnceLock<Mutex<HashSet<(u32, String)>>> = OnceLock::new();
+    static SEEN: OnceLock<Mutex<HashSet<String>>> = OnceLock::new();
     let mut seen = SEEN
         .get_or_init(Mutex::default)
         .lock()
         .unwrap_or_else(|e| e.into_inner());
-    if seen.len() < UNAVAILABLE_NOTICES && seen.insert((uid, why.to_owned())) {
+    if seen.len() < UNAVAILABLE_NOTICES && seen.insert(why.to_owned()) {
         tracing::warn!(
             uid,
             "a selected event cannot be counted on this host (EOPNOTSUPP): {why}"
@@ -99,13 +112,27 @@ pub fn start_refusal_summaries() -> std::io::Result<()> {
         .map(drop)
 }
 
-/// Writes every summary still tallied: at stop.
+/// Writes every summary still tallied, and from then on each refusal at
+/// once: at stop, however the daemon stops.
 pub fn summarize_refusals_now() {
+    let mut tallies = tallies();
+    STOPPING.store(true, std::sync::atomic::Ordering::Relaxed);
     summarize_due(
-        &mut tallies(),
+        &mut tallies,
         std::time::Instant::now(),
         std::time::Duration::ZERO,
     );
+}
+
+/// Calls [`summarize_refusals_now`] when dropped: held by the daemon's
+/// main function, so that an error return writes the summaries too.
+#[derive(Debug)]
+pub struct RefusalSummariesAtExit;
+
+impl Drop for RefusalSummariesAtExit {
+    fn drop(&mut self) {
+        summarize_refusals_now();
+    }
 }
 
 /// Writes out and forgets the tallies begun at least `age` before `now`.
@@ -129,9 +156,10 @@ fn summarize(uid: u32, tally: &RefusalTally, now: std::time::Instant) {
         .map(|(errno, n)| format!("{errno} {n}"))
         .collect();
     let secs = tally.since.map_or(0, |s| now.duration_since(s).as_secs());
+    let requests = if total == 1 { "request" } else { "requests" };
     tracing::info!(
         uid,
-        "{total} requests refused in the last {secs} s ({}); RUST_LOG=debug shows each",
+        "{total} {requests} refused in the last {secs} s ({}); RUST_LOG=debug shows each",
         by.join(", ")
     );
 }

@@ -44,6 +44,8 @@ pub fn run(args: &Args) -> Result<(), StartError> {
         .map_err(StartError::io("starting the CPU hotplug thread"))?;
     pfmd_device::logging::start_refusal_summaries()
         .map_err(StartError::io("starting the refusal log thread"))?;
+    // However run() ends from here, the pending summaries are written.
+    let _summaries = pfmd_device::logging::RefusalSummariesAtExit;
 
     let transport = start_transport(args, Arc::clone(&device))?;
     tracing::info!(

@@ -123,13 +123,23 @@ impl Args {
     }
 }
 
-/// A clock rate in MHz: a finite number above 0 (checked here, so that
+/// The clock rates `--cpu-mhz` takes: below 1 MHz cycle approximations
+/// round to nothing, far above any chip they overflow.
+const MHZ_RANGE: std::ops::RangeInclusive<f64> = 1.0..=100_000.0;
+
+/// A clock rate in MHz within [`MHZ_RANGE`] (checked here, so that
 /// `--list-events` refuses what the daemon would).
 fn parse_mhz(text: &str) -> Result<f64, String> {
     text.parse::<f64>()
         .ok()
-        .filter(|mhz| mhz.is_finite() && *mhz > 0.0)
-        .ok_or_else(|| format!("{text:?} is not a clock rate in MHz (a number above 0)"))
+        .filter(|mhz| MHZ_RANGE.contains(mhz))
+        .ok_or_else(|| {
+            format!(
+                "{text:?} is not a clock rate in MHz from {} to {}",
+                MHZ_RANGE.start(),
+                MHZ_RANGE.end()
+            )
+        })
 }
 
 fn parse_octal(text: &str) -> Result<u16, String> {
@@ -222,5 +232,21 @@ impl StartError {
     fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> StartError {
         let what = what.into();
         move |source| StartError::Io { what, source }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A clock that would round to 0 kHz (silent zero cycles) or overflow
+    /// the counts is refused; real clocks are taken.
+    #[test]
+    fn cpu_mhz_takes_real_clocks_only() {
+        for bad in ["0", "0.0001", "-5", "1e30", "inf", "NaN", "fast"] {
+            assert!(parse_mhz(bad).is_err(), "{bad}");
+        }
+        assert_eq!(parse_mhz("2600"), Ok(2600.0));
+        assert_eq!(parse_mhz("1"), Ok(1.0));
     }
 }
