@@ -216,6 +216,59 @@ fn tools_check_their_output_files_before_running_the_command() {
         .args(["-e", "nosuch", "true"]));
     assert_ne!(out.status.code(), Some(0));
     assert!(!fresh.exists(), "a refused run left {}", fresh.display());
+    // The check opens nothing: a FIFO's reader gets the report (it saw an
+    // end of file, and pfmprof then waited forever); a link to a file not
+    // there yet is followed, as by the write.
+    let fifo = dir.path().join("fifo");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let reader = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || std::fs::read_to_string(fifo).unwrap())
+    };
+    let out = run(Command::new("timeout")
+        .arg("60")
+        .arg(common::bin("pfmprof"))
+        .env("PFM_DEVICE", &daemon.device)
+        .arg("--output")
+        .arg(&fifo)
+        .arg("true"));
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(reader.join().unwrap().contains("interrupts "));
+    let link = dir.path().join("link");
+    let target = dir.path().join("target");
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    let out = run(Command::new(common::bin("pfmprof"))
+        .env("PFM_DEVICE", &daemon.device)
+        .arg("--output")
+        .arg(&link)
+        .arg("true"));
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        std::fs::read_to_string(&target)
+            .unwrap()
+            .contains("interrupts ")
+    );
+    // A report written over its own profile would lose the profile.
+    let profile = dir.path().join("p.prof");
+    for args in [
+        vec!["-o", "P", "--output", "P", "true"],
+        vec!["--report", "P", "--output", "P"],
+    ] {
+        std::fs::write(&profile, "kept\n").unwrap();
+        let args: Vec<std::ffi::OsString> = args
+            .iter()
+            .map(|a| match *a {
+                "P" => profile.clone().into_os_string(),
+                a => a.into(),
+            })
+            .collect();
+        let out = run(Command::new(common::bin("pfmprof"))
+            .env("PFM_DEVICE", &daemon.device)
+            .args(&args));
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out));
+        assert!(text(&out).contains("name the same file"), "{}", text(&out));
+        assert_eq!(std::fs::read_to_string(&profile).unwrap(), "kept\n");
+    }
 }
 
 #[test]

@@ -84,26 +84,31 @@ pub enum ProfError {
 impl ProfError {
     /// Checks before the program runs that the file `option` names can be
     /// written, so that a path that cannot be written costs no run. It
-    /// changes nothing: an existing file is opened without truncating it (a
-    /// refusal after this must not cost the last profile), a new one is
-    /// created and removed again.
+    /// opens nothing (a FIFO's reader would see an end of file, an existing
+    /// file must keep its contents if the run is refused): `access(2)` on the
+    /// file, or on its directory where the file (or a link's target) is not
+    /// there yet.
     pub fn check_output(option: &'static str, path: &std::path::Path) -> Result<(), ProfError> {
-        let refused = |e: std::io::Error| ProfError::Output {
+        use nix::unistd::{AccessFlags, access};
+        let checked = match std::fs::metadata(path) {
+            Ok(_) => access(path, AccessFlags::W_OK),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                let dir = match path.parent() {
+                    Some(dir) if !dir.as_os_str().is_empty() => dir,
+                    _ => std::path::Path::new("."),
+                };
+                access(dir, AccessFlags::W_OK | AccessFlags::X_OK)
+            }
+            Err(e) => return Err(Self::output_refused(option, path, &e)),
+        };
+        checked.map_err(|errno| Self::output_refused(option, path, &errno.into()))
+    }
+
+    fn output_refused(option: &'static str, path: &std::path::Path, e: &std::io::Error) -> Self {
+        ProfError::Output {
             option,
             path: path.to_path_buf(),
-            why: pfm_client::describe(&e),
-        };
-        match std::fs::OpenOptions::new().write(true).open(path) {
-            Ok(_) => Ok(()),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                std::fs::OpenOptions::new()
-                    .write(true)
-                    .create_new(true)
-                    .open(path)
-                    .map_err(refused)?;
-                std::fs::remove_file(path).map_err(refused)
-            }
-            Err(e) => Err(refused(e)),
+            why: pfm_client::describe(e),
         }
     }
 

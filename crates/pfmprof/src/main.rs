@@ -4,6 +4,7 @@
 
 use pfmprof::args::{self, Invocation};
 use pfmprof::{ProfError, export, profile_file, run};
+use std::path::Path;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
@@ -45,11 +46,15 @@ fn go(argv: &[std::ffi::OsString]) -> Result<i32, ProfError> {
             Ok(0)
         }
         Invocation::Report { file, show } => {
+            refuse_same_file(("--report", &file), ("--output", show.to.as_deref()))?;
             let report = profile_file::read(&file)?.report_annotating(show.annotate.as_deref());
             export::show(&report, &show)?;
             Ok(0)
         }
         Invocation::Profile(args) => {
+            if let Some(profile) = &args.output {
+                refuse_same_file(("-o", profile), ("--output", args.show.to.as_deref()))?;
+            }
             if let Some(path) = &args.output {
                 ProfError::check_output("-o", path)?;
             }
@@ -72,4 +77,27 @@ fn go(argv: &[std::ffi::OsString]) -> Result<i32, ProfError> {
             Ok(outcome.exit.status())
         }
     }
+}
+
+/// The report written over the profile it comes from would lose the
+/// profile: two options naming one file are refused.
+fn refuse_same_file(
+    (kept, profile): (&str, &Path),
+    (written, report): (&str, Option<&Path>),
+) -> Result<(), ProfError> {
+    let Some(report) = report else {
+        return Ok(());
+    };
+    use std::os::unix::fs::MetadataExt;
+    let same = match (std::fs::metadata(profile), std::fs::metadata(report)) {
+        (Ok(a), Ok(b)) => (a.dev(), a.ino()) == (b.dev(), b.ino()),
+        _ => profile == report,
+    };
+    if same {
+        return Err(ProfError::Usage(format!(
+            "{kept} and {written} name the same file ({}): the report would replace the profile",
+            profile.display()
+        )));
+    }
+    Ok(())
 }
