@@ -131,14 +131,8 @@ impl CostTable {
                     "expected EVENT TYPICAL MINIMUM MAXIMUM [clks|nsec], found {line:?}"
                 )));
             }
-            let event = match events::lookup(self.model, words[0]) {
-                Ok(event) => event,
-                Err(_) if events::of_another_model(self.model, words[0]) => {
-                    other_models += 1;
-                    continue;
-                }
-                Err(e) => return Err(err(e.to_string())),
-            };
+            // The row's numbers are checked whichever model it is for: a
+            // bad row is an error (pfmstat(1)), passed over or not.
             let value = |w: &str, what: &str| -> Result<f64, Error> {
                 w.parse::<f64>()
                     .ok()
@@ -151,7 +145,7 @@ impl CostTable {
             if !(min <= typical && typical <= max) {
                 return Err(err(format!(
                     "{}: needs minimum <= typical <= maximum ({min} {typical} {max})",
-                    event.name
+                    words[0]
                 )));
             }
             let unit = match words.get(4).map(|u| u.to_ascii_lowercase()) {
@@ -159,6 +153,14 @@ impl CostTable {
                 Some(u) if ["clks", "clk", "cycles"].contains(&u.as_str()) => Unit::Clks,
                 Some(u) if ["nsec", "ns"].contains(&u.as_str()) => Unit::Nsec,
                 Some(u) => return Err(err(format!("unit {u:?}: clks or nsec"))),
+            };
+            let event = match events::lookup(self.model, words[0]) {
+                Ok(event) => event,
+                Err(_) if events::of_another_model(self.model, words[0]) => {
+                    other_models += 1;
+                    continue;
+                }
+                Err(e) => return Err(err(e.to_string())),
             };
             let entry = self
                 .entries
@@ -295,6 +297,14 @@ mod tests {
         let both = format!("{ev5}retinst 2 1 4\n");
         assert_eq!(t.apply(&both, "site").unwrap(), (1, rows));
         assert!(t.apply("PF_NOPE 1 1 1", "f").is_err());
+        // Another model's aliases and PAPI presets are passed over too; a
+        // bad row is an error whatever model it is for; a number is no name.
+        assert_eq!(
+            t.apply("brmiss 1 1 1\nPAPI_BR_MSP 1 1 1", "f").unwrap(),
+            (0, 2)
+        );
+        assert!(t.apply("PF5_MUX0_CYCLES x 1 1", "f").is_err());
+        assert!(t.apply("40 1 1 1", "f").is_err());
     }
 
     #[test]

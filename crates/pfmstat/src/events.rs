@@ -66,9 +66,16 @@ fn models_naming(model: Implementation, name: &str) -> impl Iterator<Item = Impl
         .filter(move |m| *m != model && Model::of(*m).has_event_named(name))
 }
 
-/// True when `name` is no event of `model` but one of another model's.
+/// True when `name` means nothing in `model` but an event of another
+/// model: its name, an alias or a PAPI preset there.
 pub fn of_another_model(model: Implementation, name: &str) -> bool {
-    !Model::of(model).has_event_named(name) && models_naming(model, name).next().is_some()
+    // A number is a place in one model's list, not a name of any.
+    let number = name.bytes().all(|b| b.is_ascii_digit()) || name.starts_with("0x");
+    !number
+        && lookup(model, name).is_err()
+        && Implementation::ALL
+            .into_iter()
+            .any(|other| other != model && lookup(other, name).is_ok())
 }
 
 /// Finds the event `spec` names in `model`: its Alpha name, an alias or a
