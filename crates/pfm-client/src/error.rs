@@ -55,11 +55,11 @@ pub(crate) fn daemon_gone(errno: Errno) -> bool {
 fn open_hint(source: &std::io::Error, path: &std::path::Path) -> String {
     match source.raw_os_error().map(Errno::from_raw) {
         Some(e) if daemon_gone(e) => " (is pfmd running? systemctl start pfmd)".into(),
-        // One open at a time, machine-wide, as on Tru64: say how to find
-        // the holder (root sees every user's).
+        // A CPU is held by one open at a time, as on Tru64: say how to find
+        // the holder (only root sees every user's).
         Some(Errno::EBUSY) => format!(
-            " (another process holds the counters, one open at a time as on Tru64; \
-             `fuser -v {}` names it; try again when it closes)",
+            " (another open holds the counters of the CPUs this one needs, as on Tru64; \
+             as root, `fuser -v {}` names its process; try again when it closes)",
             path.display()
         ),
         Some(Errno::EINVAL) => {
