@@ -196,6 +196,11 @@ fn conformance_program_knows_an_allowed_group_member_when_told() {
         stdout.contains("SKIP eacces_logall: -allowed: pfmd's --allow-group group"),
         "{stdout}"
     );
+    assert!(stdout.contains("PASS allowed_logall"), "{stdout}");
+    assert!(
+        stdout.contains("PASS allowed_renable_under_logall"),
+        "{stdout}"
+    );
     let out = member(&[]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(!out.status.success(), "{stdout}");
@@ -205,6 +210,18 @@ fn conformance_program_knows_an_allowed_group_member_when_told() {
     );
     let out = member(&["-bogus"]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    // -allowed is checked, not believed: a user outside the group fails
+    // (where perf_event_paranoid does not allow everyone system-wide).
+    if common::paranoid() > 0 {
+        let mut outsider = common::as_nobody(common::c_program("errno_contract"));
+        let out = run(outsider.arg("-allowed").env("PFM_DEVICE", &daemon.device));
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(!out.status.success(), "{stdout}");
+        assert!(
+            stdout.contains("FAIL allowed_logall: expected 0 got EACCES"),
+            "{stdout}"
+        );
+    }
 }
 
 /// PF_CYCLES over a CPU-bound loop, counted for the client's own thread

@@ -1537,6 +1537,19 @@ access_rows(void)
 		expect(EACCES, xioctl(fd, PCNTSETKRANGE, &r));
 	}
 
+	/* -allowed is checked, not believed: the group's powers must work. */
+	begin("allowed_logall");
+	if (!allowed)
+		skip("not run with -allowed");
+	else if ((fd = must_open(PCNTOPENALL, "open")) >= 0)
+		expect(0, xioctl(fd, PCNTLOGALL, 0));
+
+	begin("allowed_renable_under_logall");
+	if (!allowed)
+		skip("not run with -allowed");
+	else if ((fd = must_open(PCNTOPENALL, "open")) >= 0)
+		expect(0, xioctl(fd, PCNTRENABLE, 0));
+
 	begin("logselect_renable_ok");
 	if (geteuid() == 0)
 		skip("running as root: count_setup covers it");
