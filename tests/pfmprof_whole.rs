@@ -301,6 +301,56 @@ fn the_report_and_the_programs_output_never_mix() {
     );
 }
 
+/// SIGTERM (as from a service manager or `kill`) stops pfmprof as SIGINT
+/// does: passed on to the program, which ends, and the report is written;
+/// killed outright, pfmprof had left the program running.
+#[test]
+fn sigterm_ends_the_program_too() {
+    if !can_run() {
+        return;
+    }
+    let daemon = daemon();
+    let dir = tempfile::tempdir().unwrap();
+    let pidfile = dir.path().join("pid");
+    let pfmprof = common::pfmprof(&daemon)
+        .args(["sh", "-c"])
+        .arg(format!("echo $$ > {}; exec sleep 60", pidfile.display()))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = std::time::Instant::now();
+    let pid = loop {
+        if let Some(pid) = std::fs::read_to_string(&pidfile)
+            .ok()
+            .and_then(|t| t.trim().parse::<i32>().ok())
+        {
+            break pid;
+        }
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(60),
+            "the program never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pfmprof.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let out = pfmprof.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(128 + 15), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("interrupts "),
+        "{}",
+        text(&out)
+    );
+    assert!(
+        !std::path::Path::new(&format!("/proc/{pid}")).exists(),
+        "the program (pid {pid}) outlived pfmprof"
+    );
+}
+
 #[test]
 fn follow_exec_profiles_the_program_a_shell_starts() {
     if !can_run() {

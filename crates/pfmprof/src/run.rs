@@ -40,8 +40,9 @@
 //! up front: PCNTLOGALL, PCNTSETKRANGE, PCNTRENABLE, then the program runs
 //! (with `-select`, the child takes the PME bit as above instead of LOGALL).
 //!
-//! Profiling ends when the program exits, or at SIGINT: pfmprof then disables
-//! the device at once, passes the SIGINT on to the program and waits for it.
+//! Profiling ends when the program exits, or at SIGINT, SIGTERM or SIGHUP:
+//! pfmprof then disables the device at once, passes the signal on to the
+//! program and waits for it.
 
 use super::ProfError;
 use super::args::ProfileArgs;
@@ -63,7 +64,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::{Duration, Instant};
 
 /// How the program ended.
@@ -90,10 +91,11 @@ pub struct Outcome {
     pub late_start: bool,
 }
 
-static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+/// The stopping signal pfmprof got (SIGINT, SIGTERM, SIGHUP), 0 for none.
+static INTERRUPTED: AtomicI32 = AtomicI32::new(0);
 
-extern "C" fn on_sigint(_: libc::c_int) {
-    INTERRUPTED.store(true, Ordering::SeqCst);
+extern "C" fn on_stop_signal(signo: libc::c_int) {
+    INTERRUPTED.store(signo, Ordering::SeqCst);
 }
 
 /// `PROGRAM` as execvp would find it, canonical (as /proc/PID/maps names it).
@@ -215,14 +217,19 @@ fn kill_and_reap(child: &Child) {
     let _ = waitpid(child.pid, None);
 }
 
-fn catch_sigint() {
+/// SIGINT, SIGTERM and SIGHUP stop the profile and go on to the program,
+/// as pfmstat passes them on: killed outright, pfmprof left the program
+/// running.
+fn catch_stop_signals() {
     let action = SigAction::new(
-        SigHandler::Handler(on_sigint),
+        SigHandler::Handler(on_stop_signal),
         SaFlags::empty(),
         SigSet::empty(),
     );
-    // SAFETY: the handler only stores to an atomic.
-    let _ = unsafe { signal::sigaction(Signal::SIGINT, &action) };
+    for signal in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP] {
+        // SAFETY: the handler only stores to an atomic.
+        let _ = unsafe { signal::sigaction(signal, &action) };
+    }
 }
 
 /// Binds pfmprof (and so the program it forks) to the CPU it runs on.
@@ -507,7 +514,7 @@ pub fn profile(args: &ProfileArgs) -> Result<Outcome, ProfError> {
         }
         child
     };
-    catch_sigint();
+    catch_stop_signals();
     let exit = run_windows(&child, &device, &mut rotation, args)?;
     device.disable()?;
     rotation.close_window()?;
@@ -580,8 +587,8 @@ pub fn profile(args: &ProfileArgs) -> Result<Outcome, ProfError> {
     })
 }
 
-/// Runs the windows until the program ends; at SIGINT stops profiling and
-/// passes it on.
+/// Runs the windows until the program ends; at a stop signal stops
+/// profiling and passes it on.
 fn run_windows(
     child: &Child,
     device: &Device,
@@ -597,10 +604,12 @@ fn run_windows(
             Ok(_) | Err(Errno::EINTR) => {}
             Err(errno) => return Err(ProfError::Program(format!("waitpid: {errno}"))),
         }
-        if INTERRUPTED.load(Ordering::SeqCst) && !forwarded {
+        let stop = INTERRUPTED.load(Ordering::SeqCst);
+        if stop != 0 && !forwarded {
             forwarded = true;
             device.disable()?;
-            let _ = signal::kill(child.pid, Signal::SIGINT);
+            let signal = Signal::try_from(stop).unwrap_or(Signal::SIGINT);
+            let _ = signal::kill(child.pid, signal);
         }
         if !forwarded && Instant::now() >= window_end {
             let t0 = Instant::now();
