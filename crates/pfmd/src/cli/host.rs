@@ -95,6 +95,7 @@ pub fn event_map(args: &Args) -> Result<EventMap, StartError> {
     let text = std::fs::read_to_string(path)
         .map_err(StartError::io(format!("{what} {}", path.display())))?;
     let map = EventMap::parse(&text).map_err(|source| StartError::EventMap {
+        what,
         path: path.to_path_buf(),
         source,
     })?;

@@ -207,8 +207,10 @@ pub enum StartError {
         #[source]
         source: std::io::Error,
     },
-    #[error("event map {}: {source}", path.display())]
+    #[error("{what} {}: {source}", path.display())]
     EventMap {
+        /// `--event-map`, or the site event map read without it.
+        what: &'static str,
         path: PathBuf,
         #[source]
         source: pfm_model::EventMapError,
