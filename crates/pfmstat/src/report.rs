@@ -984,8 +984,8 @@ fn costs_text(o: &mut String, report: &Report, costs: &Costs) {
 }
 
 /// A statistic to four significant digits, so that one column reads alike
-/// (`0.3010`, `1.000`, `6.916e-7`); out of a plain number's range, in
-/// scientific notation.
+/// (`0.3010`, `1.000`, `6.916e-7`); whole numbers up to 10^7 keep all their
+/// digits (`12345`), and out of that range it is scientific notation.
 fn number_for_stat(v: f64) -> String {
     if v == 0.0 || !v.is_finite() {
         return format!("{v}");
