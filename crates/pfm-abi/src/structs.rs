@@ -133,7 +133,8 @@ pub struct PfIpls {
 pub const PFIPL_ENTRIES: usize = 9;
 /// Kernel mode at IPL 0 (idle included: idle is a part of IPL 0).
 pub const PFIPL_KERNEL: usize = 0;
-/// Kernel mode in a hard interrupt (device IPL), where the host tells.
+/// The Alpha's device-interrupt IPL. Linux samples do not tell it, so
+/// pfmd leaves it 0 (its kernel samples are all [`PFIPL_KERNEL`]'s).
 pub const PFIPL_DEVICE: usize = 4;
 /// The idle task: a part of [`PFIPL_KERNEL`]'s count, also counted here.
 pub const PFIPL_IDLE: usize = 7;

@@ -42,4 +42,4 @@ pub use device::{CpuCounts, Device, device_path};
 pub use error::{Error, describe};
 pub use pfm_abi as abi;
 pub use pfm_abi::{CounterMask, Family, Implementation, Items, OpenMode, RawCounters};
-pub use spawn::{SpawnError, SpawnOptions, command_line, spawn_counted};
+pub use spawn::{SpawnError, SpawnOptions, command_line, spawn_counted, stdout_to_stderr};

@@ -48,6 +48,15 @@ pub fn command_line<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> String {
         .join(" ")
 }
 
+/// Sends `command`'s standard output to this process's standard error: a
+/// tool whose report has its own standard output keeps the two apart.
+pub fn stdout_to_stderr(command: &mut std::process::Command) -> std::io::Result<()> {
+    use std::os::fd::AsFd;
+    let stderr = std::io::stderr().as_fd().try_clone_to_owned()?;
+    command.stdout(std::process::Stdio::from(stderr));
+    Ok(())
+}
+
 /// Why a command did not start, as a shell says it.
 fn spawn_failure(e: &std::io::Error) -> String {
     match e.kind() {

@@ -29,10 +29,10 @@ usage: pfmprof [-all|-each|-one] [-stride N] [-e EVENT] [-period N] [-pm STAT] [
   -pm STAT           ev67 profile-me mode recording STAT per sampled instruction
                      (PF67_PM_RETIRE, _FREQ or _VALID on Linux hosts)
   -k                 kprofile: profile kernel text (_stext.._etext) system-wide
-                     until PROGRAM exits or SIGINT (needs root, CAP_PERFMON or
-                     pfmd's --allow-group, and kernel addresses in
-                     /proc/kallsyms: root, CAP_SYSLOG or kptr_restrict 0 with
-                     perf_event_paranoid <= 1);
+                     until PROGRAM exits or SIGINT/SIGTERM (needs root,
+                     CAP_PERFMON or pfmd's --allow-group, and kernel addresses
+                     in /proc/kallsyms: root, CAP_SYSLOG or kptr_restrict 0
+                     with perf_event_paranoid <= 1);
                      without -k the executable, its libraries and (where the
                      caller may) the kernel are profiled in turn
   -select            with -k: only kernel time of PROGRAM and its children

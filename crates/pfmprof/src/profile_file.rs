@@ -32,8 +32,9 @@
 
 use super::ProfError;
 use super::args::{open_mode_name, open_mode_named};
-use super::report::{Header, IPL_ENTRIES, Profile, Range, Space};
+use super::report::{Header, Profile, Range, Space};
 use super::symbols::Symbol;
+use pfm_abi::PFIPL_ENTRIES;
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::Path;
@@ -292,11 +293,11 @@ pub fn decode(bytes: &[u8]) -> Result<Profile, Failure> {
     let space = get("space")?;
     let space = Space::named(&space).ok_or((line("space"), format!("space {space:?}")))?;
     let open = open_mode_named(&get("open")?).ok_or((line("open"), "bad open mode".to_string()))?;
-    let mut ipl = [0u64; IPL_ENTRIES];
+    let mut ipl = [0u64; PFIPL_ENTRIES];
     let ipl_text = get("ipl")?;
     let values: Vec<&str> = ipl_text.split_whitespace().collect();
-    if values.len() != IPL_ENTRIES {
-        return Err((line("ipl"), format!("ipl needs {IPL_ENTRIES} numbers")));
+    if values.len() != PFIPL_ENTRIES {
+        return Err((line("ipl"), format!("ipl needs {PFIPL_ENTRIES} numbers")));
     }
     for (slot, v) in ipl.iter_mut().zip(values) {
         *slot = number(v).map_err(|e| (line("ipl"), e))?;

@@ -21,8 +21,7 @@ use pfm_client::OpenMode;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
-pub use pfm_abi::PFIPL_ENTRIES as IPL_ENTRIES;
-use pfm_abi::{PFIPL_DEVICE, PFIPL_IDLE, PFIPL_KERNEL, PFIPL_USER};
+use pfm_abi::{PFIPL_DEVICE, PFIPL_ENTRIES, PFIPL_IDLE, PFIPL_KERNEL, PFIPL_USER};
 
 /// The text report's lines are at most this wide.
 const WIDTH: usize = 100;
@@ -90,7 +89,7 @@ pub struct Header {
     pub lost: u64,
     pub throttled: u64,
     /// IPL histogram summed over CPUs (PCNTGETIPLHIS).
-    pub ipl: [u64; IPL_ENTRIES],
+    pub ipl: [u64; PFIPL_ENTRIES],
 }
 
 impl Header {
@@ -287,11 +286,11 @@ struct RawRow {
 
 impl Profile {
     /// What each of `space`'s ranges' samples count for: the range's scale
-    /// (its time in the rotation over its windows), fitted within the
-    /// interrupts the IPL histogram counted in that mode. Those are exact
-    /// (every interrupt, not a sample), and the ranges profiled in turn
-    /// can overshoot them: a user program's kernel rows once came to 2-3x
-    /// the kernel interrupts of the same report.
+    /// (its time in the rotation over its windows), fitted within the ticks
+    /// the IPL histogram counted in that mode. Those cover the whole run
+    /// (within about 1 %, pfm(7)), and the ranges profiled in turn can
+    /// overshoot them: a user program's kernel rows once came to 2-3x the
+    /// kernel interrupts of the same report.
     fn range_scale(&self, range: &Range) -> f64 {
         let ipl = &self.header.ipl;
         let counted = match range.space {
@@ -302,7 +301,7 @@ impl Profile {
             .ranges
             .iter()
             .filter(|r| r.space == range.space)
-            .map(|r| r.summed().iter().sum::<u64>() as f64 * r.scale())
+            .map(|r| r.buckets.iter().sum::<u64>() as f64 * r.scale())
             .sum();
         let fit = if ipl.iter().any(|&n| n > 0) && estimate > counted {
             counted / estimate
@@ -637,7 +636,7 @@ pub struct Report {
     pub lost: u64,
     pub lost_percent: f64,
     pub throttled: u64,
-    pub ipl: [u64; IPL_ENTRIES],
+    pub ipl: [u64; PFIPL_ENTRIES],
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub per_cpu: Vec<u64>,
     pub ranges: Vec<RangeRow>,
@@ -931,7 +930,7 @@ pub(crate) mod tests {
     pub fn user_header(interrupts: u64) -> Header {
         let mut h = header();
         h.interrupts = interrupts;
-        h.ipl = [0; IPL_ENTRIES];
+        h.ipl = [0; PFIPL_ENTRIES];
         h.ipl[PFIPL_USER] = interrupts;
         h
     }

@@ -49,17 +49,17 @@ use super::args::ProfileArgs;
 use super::event::{self, EventChoice, Programming};
 use super::kallsyms;
 use super::maps;
-use super::report::{Header, IPL_ENTRIES, Profile, Space};
+use super::report::{Header, Profile, Space};
 use super::rotation::Rotation;
 use super::symbolize::{Mapped, Symbolizer};
 use nix::errno::Errno;
 use nix::sys::signal::{self, SaFlags, SigAction, SigHandler, SigSet, Signal};
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::Pid;
+use pfm_abi::PFIPL_ENTRIES;
 use pfm_client::{Device, Items, OpenMode, SpawnError, SpawnOptions, spawn_counted};
 use pfm_model::ev5::{PF5_CTXT_ALL_PROC, PF5_CTXT_SEL_PROC};
 use std::ffi::{OsStr, OsString};
-use std::os::fd::AsFd;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -92,10 +92,10 @@ pub struct Outcome {
 }
 
 /// The stopping signal pfmprof got (SIGINT, SIGTERM, SIGHUP), 0 for none.
-static INTERRUPTED: AtomicI32 = AtomicI32::new(0);
+static STOP_SIGNAL: AtomicI32 = AtomicI32::new(0);
 
 extern "C" fn on_stop_signal(signo: libc::c_int) {
-    INTERRUPTED.store(signo, Ordering::SeqCst);
+    STOP_SIGNAL.store(signo, Ordering::SeqCst);
 }
 
 /// `PROGRAM` as execvp would find it, canonical (as /proc/PID/maps names it).
@@ -120,13 +120,15 @@ pub fn find_program(program: &OsStr) -> Result<PathBuf, ProfError> {
         }
         not_executable = true;
     }
+    // Worded as pfm-client words a command that does not start.
+    let kind = match not_executable {
+        true => std::io::ErrorKind::PermissionDenied,
+        false => std::io::ErrorKind::NotFound,
+    };
     Err(ProfError::Program(format!(
         "{}: {}",
         program.to_string_lossy(),
-        match not_executable {
-            true => "not an executable file (chmod +x it, or name the program that runs it)",
-            false => "command not found",
-        }
+        SpawnError::Spawn(kind.into())
     )))
 }
 
@@ -161,11 +163,7 @@ fn spawn(
         let mut command = Command::new(exe);
         command.arg0(&argv[0]).args(&argv[1..]);
         if stdout_to_stderr {
-            let stderr = std::io::stderr()
-                .as_fd()
-                .try_clone_to_owned()
-                .map_err(SpawnError::Spawn)?;
-            command.stdout(std::process::Stdio::from(stderr));
+            pfm_client::stdout_to_stderr(&mut command).map_err(SpawnError::Spawn)?;
         }
         Ok(command)
     };
@@ -526,7 +524,7 @@ pub fn profile(args: &ProfileArgs) -> Result<Outcome, ProfError> {
         .iter()
         .map(|c| c.counters[counter])
         .sum();
-    let mut ipl = [0u64; IPL_ENTRIES];
+    let mut ipl = [0u64; PFIPL_ENTRIES];
     for h in &ipls {
         for (sum, v) in ipl.iter_mut().zip(h.ipl) {
             *sum += v;
@@ -604,7 +602,7 @@ fn run_windows(
             Ok(_) | Err(Errno::EINTR) => {}
             Err(errno) => return Err(ProfError::Program(format!("waitpid: {errno}"))),
         }
-        let stop = INTERRUPTED.load(Ordering::SeqCst);
+        let stop = STOP_SIGNAL.load(Ordering::SeqCst);
         if stop != 0 && !forwarded {
             forwarded = true;
             device.disable()?;
@@ -635,6 +633,31 @@ fn run_windows(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A program that is not there, or not executable, is said as a shell
+    /// (and pfmstat, through pfm-client) says it.
+    #[test]
+    fn a_program_that_cannot_run_is_said_as_a_shell_says_it() {
+        let why = |p: &str| match find_program(OsStr::new(p)) {
+            Err(ProfError::Program(why)) => why,
+            other => panic!("{p}: {other:?}"),
+        };
+        assert_eq!(
+            why("no-such-program-here"),
+            "no-such-program-here: command not found"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("data");
+        std::fs::write(&file, "not a program").unwrap();
+        let file = file.to_str().unwrap();
+        assert!(
+            why(file).starts_with(&format!(
+                "{file}: permission denied (not an executable file"
+            )),
+            "{}",
+            why(file)
+        );
+    }
 
     #[test]
     fn finds_programs_on_path_and_by_path() {

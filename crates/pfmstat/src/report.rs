@@ -994,7 +994,7 @@ fn number_for_stat(v: f64) -> String {
     if !(-3.0..7.0).contains(&magnitude) {
         return format!("{v:.3e}");
     }
-    // 3 - magnitude is within 0..=6 here.
+    // magnitude is within -3..=6 here: 0 to 6 decimals.
     let decimals = (3.0 - magnitude).max(0.0) as usize;
     format!("{v:.decimals$}")
 }

@@ -41,8 +41,8 @@ use nix::sys::wait::{Id, WaitPidFlag, WaitStatus, waitid, waitpid};
 use nix::unistd::Pid;
 use pfm_client::{SpawnOptions, spawn_counted};
 use std::ffi::OsString;
-use std::os::fd::{AsFd, FromRawFd, OwnedFd};
-use std::process::{Command, Stdio};
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 /// Whose events are counted.
@@ -288,14 +288,10 @@ fn command_of(command: &[OsString], plan: &Plan) -> Result<Command, Error> {
     let mut cmd = Command::new(&command[0]);
     cmd.args(&command[1..]);
     if plan.command_stdout_to_stderr {
-        let stderr = std::io::stderr()
-            .as_fd()
-            .try_clone_to_owned()
-            .map_err(|source| Error::Io {
-                what: "duplicating stderr for the command's stdout".into(),
-                source,
-            })?;
-        cmd.stdout(Stdio::from(stderr));
+        pfm_client::stdout_to_stderr(&mut cmd).map_err(|source| Error::Io {
+            what: "duplicating stderr for the command's stdout".into(),
+            source,
+        })?;
     }
     Ok(cmd)
 }
