@@ -171,9 +171,13 @@ fn tools_check_their_output_files_before_running_the_command() {
         ("pfmprof", "-o", 1),
         ("pfmprof", "--output", 1),
     ] {
-        let out = run(Command::new(common::bin(tool))
-            .env("PFM_DEVICE", &daemon.device)
-            .args([option, "/nonexistent/dir/out", "sh", "-c", &command]));
+        let out = run(common::tool(tool, &daemon).args([
+            option,
+            "/nonexistent/dir/out",
+            "sh",
+            "-c",
+            &command,
+        ]));
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(code), "{tool} {option}: {stderr}");
         assert!(
@@ -193,8 +197,7 @@ fn tools_check_their_output_files_before_running_the_command() {
         ("pfmprof", "--output"),
     ] {
         std::fs::write(&kept, "an earlier result\n").unwrap();
-        let out = run(Command::new(common::bin(tool))
-            .env("PFM_DEVICE", &daemon.device)
+        let out = run(common::tool(tool, &daemon)
             .arg(option)
             .arg(&kept)
             .args(["-e", "nosuch", "sh", "-c", &command]));
@@ -207,18 +210,27 @@ fn tools_check_their_output_files_before_running_the_command() {
         );
         assert!(!marker.exists(), "{tool} {option}: the command ran");
     }
-    // Nor does the check leave a file that was not there.
+}
+
+/// pfmprof's check of its output files opens nothing and leaves nothing:
+/// no file where none was, a FIFO's reader gets the report (it saw an end
+/// of file, and pfmprof then waited forever), a link to a file not there
+/// yet is followed as by the write; and a report never replaces the profile
+/// it comes from.
+#[test]
+fn pfmprof_output_checks_open_nothing_and_keep_the_profile() {
+    if !can_run() {
+        return;
+    }
+    let daemon = Daemon::start(&[]);
+    let dir = tempfile::tempdir().unwrap();
     let fresh = dir.path().join("fresh");
-    let out = run(Command::new(common::bin("pfmprof"))
-        .env("PFM_DEVICE", &daemon.device)
+    let out = run(common::pfmprof(&daemon)
         .arg("-o")
         .arg(&fresh)
         .args(["-e", "nosuch", "true"]));
     assert_ne!(out.status.code(), Some(0));
     assert!(!fresh.exists(), "a refused run left {}", fresh.display());
-    // The check opens nothing: a FIFO's reader gets the report (it saw an
-    // end of file, and pfmprof then waited forever); a link to a file not
-    // there yet is followed, as by the write.
     let fifo = dir.path().join("fifo");
     nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
     let reader = {
@@ -237,8 +249,7 @@ fn tools_check_their_output_files_before_running_the_command() {
     let link = dir.path().join("link");
     let target = dir.path().join("target");
     std::os::unix::fs::symlink(&target, &link).unwrap();
-    let out = run(Command::new(common::bin("pfmprof"))
-        .env("PFM_DEVICE", &daemon.device)
+    let out = run(common::pfmprof(&daemon)
         .arg("--output")
         .arg(&link)
         .arg("true"));
@@ -262,9 +273,7 @@ fn tools_check_their_output_files_before_running_the_command() {
                 a => a.into(),
             })
             .collect();
-        let out = run(Command::new(common::bin("pfmprof"))
-            .env("PFM_DEVICE", &daemon.device)
-            .args(&args));
+        let out = run(common::pfmprof(&daemon).args(&args));
         assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out));
         assert!(text(&out).contains("name the same file"), "{}", text(&out));
         assert_eq!(std::fs::read_to_string(&profile).unwrap(), "kept\n");

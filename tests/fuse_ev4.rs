@@ -144,14 +144,12 @@ fn the_readmes_legacy_client_counts_its_own_work_for_every_user() {
     // stole, which perf's clocks and so pfmd's count keep).
     for as_nobody in [false, true] {
         let mut cmd = if as_nobody {
-            common::under_perf_stat("setpriv")
+            let mut cmd = common::under_perf_stat("setpriv");
+            cmd.args(common::AS_NOBODY).arg(&program);
+            cmd
         } else {
             common::under_perf_stat(&program)
         };
-        if as_nobody {
-            cmd.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
-                .arg(&program);
-        }
         let out = run(&mut cmd);
         assert!(out.status.success(), "{}\n{}", text(&out), daemon.log());
         let stdout = String::from_utf8_lossy(&out.stdout);
@@ -760,15 +758,12 @@ fn refusals_reach_the_default_log_without_another_refusal() {
     let named = "cannot be counted on this host (EOPNOTSUPP): PF_PALMODE";
     assert!(daemon.log().contains(named), "{}", daemon.log());
     const SUMMARY: &str = "1 request refused in the last";
-    let start = std::time::Instant::now();
-    while !daemon.log().contains(SUMMARY) {
-        assert!(
-            start.elapsed() < std::time::Duration::from_secs(60),
-            "no summary a minute after the refusal: {}",
-            daemon.log()
-        );
-        std::thread::sleep(std::time::Duration::from_millis(200));
-    }
+    common::wait_until(
+        "a summary after the refusal",
+        Duration::from_secs(60),
+        || daemon.log().contains(SUMMARY),
+        || daemon.log(),
+    );
     // A second refusal of the same event: not named again, summed at stop.
     refuse();
     drop(device);

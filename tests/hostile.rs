@@ -945,7 +945,6 @@ impl SlowFs {
         false
     }
 
-    /// Answers every held READ, and every later one at once.
     /// Starts nobody's `stall` client aiming `threads` pointer ioctls on
     /// `cpu` at this filesystem's page, and waits until a store is held
     /// there.
@@ -968,6 +967,7 @@ impl SlowFs {
         attacker
     }
 
+    /// Answers every held READ, and every later one at once.
     fn release(&self) {
         nix::sys::signal::kill(
             nix::unistd::Pid::from_raw(self.child.id() as i32),

@@ -319,20 +319,18 @@ fn sigterm_ends_the_program_too() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let start = std::time::Instant::now();
-    let pid = loop {
-        if let Some(pid) = std::fs::read_to_string(&pidfile)
+    let pid = || {
+        std::fs::read_to_string(&pidfile)
             .ok()
             .and_then(|t| t.trim().parse::<i32>().ok())
-        {
-            break pid;
-        }
-        assert!(
-            start.elapsed() < std::time::Duration::from_secs(60),
-            "the program never started"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(50));
     };
+    common::wait_until(
+        "the program's start",
+        std::time::Duration::from_secs(60),
+        || pid().is_some(),
+        String::new,
+    );
+    let pid = pid().unwrap();
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(pfmprof.id() as i32),
         nix::sys::signal::Signal::SIGTERM,

@@ -1167,14 +1167,12 @@ fn pid_counts_system_wide_while_the_target_runs() {
         .arg(&file)
         .spawn()
         .unwrap();
-    let started = std::time::Instant::now();
-    while std::fs::metadata(&file).map_or(0, |m| m.len()) == 0 {
-        assert!(
-            started.elapsed() < std::time::Duration::from_secs(30),
-            "no interval row"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
+    common::wait_until(
+        "an interval row",
+        std::time::Duration::from_secs(30),
+        || std::fs::metadata(&file).map_or(0, |m| m.len()) > 0,
+        String::new,
+    );
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(stat.id() as i32),
         nix::sys::signal::Signal::SIGINT,

@@ -484,10 +484,15 @@ pub fn c_program_dir() -> PathBuf {
 }
 
 /// `pfmprof` pointed at this daemon's device.
-pub fn pfmprof(daemon: &Daemon) -> Command {
-    let mut cmd = Command::new(bin("pfmprof"));
+/// The tool `name` (pfmstat, pfmprof) pointed at `daemon`'s device.
+pub fn tool(name: &str, daemon: &Daemon) -> Command {
+    let mut cmd = Command::new(bin(name));
     cmd.env("PFM_DEVICE", &daemon.device);
     cmd
+}
+
+pub fn pfmprof(daemon: &Daemon) -> Command {
+    tool("pfmprof", daemon)
 }
 
 /// `perf stat -e task-clock -- PROGRAM`: an independent reading of the CPU
@@ -518,13 +523,35 @@ pub fn paranoid() -> i32 {
         .expect("a number")
 }
 
-/// `program` run as nobody (uid and gid 65534, no groups): an unprivileged
-/// caller for docs/device.md §8 checks. Add the arguments.
+/// `setpriv`'s arguments that run the next word as nobody (uid and gid
+/// 65534, no groups).
+pub const AS_NOBODY: [&str; 4] = ["--reuid=65534", "--regid=65534", "--clear-groups", "--"];
+
+/// `program` run as nobody: an unprivileged caller for docs/device.md §8
+/// checks. Add the arguments.
 pub fn as_nobody(program: impl AsRef<std::ffi::OsStr>) -> Command {
     let mut cmd = Command::new("setpriv");
-    cmd.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
-        .arg(program);
+    cmd.args(AS_NOBODY).arg(program);
     cmd
+}
+
+/// Polls `done` every 50 ms until it holds; fails naming `what` (and what
+/// `context` says then) after `timeout`.
+pub fn wait_until(
+    what: &str,
+    timeout: Duration,
+    mut done: impl FnMut() -> bool,
+    context: impl Fn() -> String,
+) {
+    let start = Instant::now();
+    while !done() {
+        assert!(
+            start.elapsed() < timeout,
+            "{what} within {timeout:?}\n{}",
+            context()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
 
 /// FUSE over io_uring: the kernel offers it to a connection only while
