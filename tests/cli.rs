@@ -210,6 +210,21 @@ fn tools_check_their_output_files_before_running_the_command() {
         );
         assert!(!marker.exists(), "{tool} {option}: the command ran");
     }
+    // So does a command that cannot start.
+    for (tool, option) in [("pfmstat", "-o"), ("pfmprof", "-o")] {
+        std::fs::write(&kept, "an earlier result\n").unwrap();
+        let out = run(common::tool(tool, &daemon)
+            .arg(option)
+            .arg(&kept)
+            .arg("/nonexistent/command"));
+        assert_ne!(out.status.code(), Some(0), "{tool} {option}");
+        assert_eq!(
+            std::fs::read_to_string(&kept).unwrap(),
+            "an earlier result\n",
+            "{tool} {option}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
 }
 
 /// pfmprof's check of its output files opens nothing and leaves nothing:

@@ -227,11 +227,12 @@ fn modes_text(device: &CountingDevice, opts: &Options) -> (String, Vec<String>) 
 
 /// Where the report (and `--interval-print` rows) go: the `-o` file,
 /// else stdout for machine output and stderr for text. The file is
-/// created before the command runs, so that a path that cannot be written
-/// costs no run.
+/// opened before the command runs, so that a path that cannot be written
+/// costs no run, and emptied at the first write, so that a command that
+/// cannot start costs no earlier result.
 struct Sink {
-    /// The `-o` file, by name.
-    file: Option<(String, File)>,
+    /// The `-o` file, by name, and whether it is still to be emptied.
+    file: Option<(String, File, bool)>,
     stdout: bool,
 }
 
@@ -240,8 +241,13 @@ impl Sink {
         let file = match &opts.output {
             Some(path) => {
                 let name = path.display().to_string();
-                match File::create(path) {
-                    Ok(file) => Some((name, file)),
+                let opened = std::fs::OpenOptions::new()
+                    .write(true)
+                    .create(true)
+                    .truncate(false)
+                    .open(path);
+                match opened {
+                    Ok(file) => Some((name, file, true)),
                     Err(e) => {
                         let why = pfm_client::describe(&e);
                         return Err(Error::Output { path: name, why });
@@ -258,7 +264,10 @@ impl Sink {
 
     fn write(&mut self, text: &str) -> Result<(), Error> {
         let io = |what: String| move |source| Error::Io { what, source };
-        if let Some((name, file)) = &mut self.file {
+        if let Some((name, file, to_empty)) = &mut self.file {
+            if std::mem::take(to_empty) && file.metadata().is_ok_and(|m| m.is_file()) {
+                file.set_len(0).map_err(io(name.clone()))?;
+            }
             return file.write_all(text.as_bytes()).map_err(io(name.clone()));
         }
         if self.stdout {
