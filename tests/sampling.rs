@@ -567,12 +567,16 @@ fn pfmprof_puts_the_hot_function_first_pie_or_not() {
         let report = json(&out);
         let functions = report["functions"].as_array().unwrap();
         assert_eq!(functions[0]["name"], "hot", "{what}: {report:#}");
-        assert!(
-            functions[0]["percent"].as_f64().unwrap() > 75.0,
-            "{what}: {report:#}"
-        );
+        // hot() burns ten times cold()'s CPU time (91 % of the two). The
+        // range windows scale each range's samples by the time it was
+        // watched, which a loaded machine makes coarse: 60 % and three
+        // times cold's share still tell a right attribution from a wrong one.
+        let hot = functions[0]["percent"].as_f64().unwrap();
+        assert!(hot > 60.0, "{what}: {report:#}");
         let cold = functions.iter().find(|f| f["name"] == "cold");
         assert!(cold.is_some(), "{what}: {report:#}");
+        let cold = cold.unwrap()["percent"].as_f64().unwrap();
+        assert!(hot > 3.0 * cold, "{what}: {report:#}");
         let location = functions[0]["location"].as_str().unwrap_or_default();
         assert!(
             location.starts_with("work"),
