@@ -145,7 +145,7 @@ fn serve<R: OpenReply>(device: Arc<Device>, queue: Receiver<Waiting<R>>) {
         let now = Instant::now();
         let mut still = Vec::with_capacity(waiting.len());
         for w in waiting.drain(..) {
-            match device.open(&w.open.caller, w.open.flags) {
+            match device.open_again(&w.open.caller, w.open.flags) {
                 Ok(id) => w.reply.opened(id),
                 Err(e) if e.errno() == Errno::EBUSY && now < w.deadline => still.push(w),
                 Err(e) => w.reply.refused(&e),

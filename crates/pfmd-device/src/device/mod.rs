@@ -131,8 +131,8 @@ fn stamp() -> u64 {
 }
 
 /// How soon a release follows the last close that FUSE tells of first: past
-/// it, a close was not the last (another process kept a copy), and an open
-/// is refused at once instead of waiting.
+/// it, the close was not the last (another copy is open), and an open is
+/// refused at once instead of waiting.
 pub const RELEASE_FOLLOWS_CLOSE: std::time::Duration = std::time::Duration::from_secs(1);
 
 type FileSlot = Arc<Slot>;
@@ -229,12 +229,19 @@ impl Device {
     /// `open(2)`: `flags` are the open flags carrying the mode bits. Never
     /// waits: a device held by someone else is an immediate `EBUSY`.
     pub fn open(&self, caller: &Caller, flags: i32) -> Result<FileId, DeviceError> {
-        let result = contained("open", || self.open_file(caller, flags));
+        let result = self.open_again(caller, flags);
         if let Err(e) = &result {
             tracing::debug!(tid = caller.tid(), errno = %e.errno(), "open refused: {e}");
             note_refusal(caller, e);
         }
         result
+    }
+
+    /// [`Device::open`] tried again for an open that waits for a release
+    /// in flight: its refusal was tallied at the first try, and the retries
+    /// (every few milliseconds) would make one refusal hundreds in the log.
+    pub fn open_again(&self, caller: &Caller, flags: i32) -> Result<FileId, DeviceError> {
+        contained("open", || self.open_file(caller, flags))
     }
 
     fn open_file(&self, caller: &Caller, flags: i32) -> Result<FileId, DeviceError> {
@@ -346,8 +353,9 @@ impl Device {
     /// less than [`RELEASE_FOLLOWS_CLOSE`] ago: its release is probably on
     /// the way (a process that exits, or closes and opens again), and a
     /// transport may wait for it a little instead of answering `EBUSY` at
-    /// once. Never true for a holder still at work, nor for one whose
-    /// close was not its last (a child kept a copy: every open would wait).
+    /// once. Never true for a holder still at work. A close that was not
+    /// the last (a `dup`, a child's copy) cannot be told from one that was
+    /// until the second has passed: opens in it wait, then get `EBUSY`.
     pub fn release_in_flight(&self, caller: &Caller, flags: i32) -> bool {
         let cpus = match OpenMode::from_open_flags(flags) {
             OpenMode::One => match caller.credentials() {
