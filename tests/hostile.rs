@@ -454,6 +454,66 @@ fn a_dead_pme_child_does_not_wedge_the_open(channel: Channel) {
     no_bugs(&daemon);
 }
 
+/// A program burning CPU for two seconds (of wall-clock time: it ends on a
+/// loaded machine too); it prints its effective uid first.
+const SPIN: &str = r#"
+#include <stdio.h>
+#include <time.h>
+#include <unistd.h>
+volatile unsigned long sink;
+int main(void) {
+	struct timespec start, now;
+	printf("euid=%u\n", (unsigned)geteuid());
+	fflush(stdout);
+	clock_gettime(CLOCK_MONOTONIC, &start);
+	do {
+		for (unsigned long i = 0; i < 100000; i++) sink += i;
+		clock_gettime(CLOCK_MONOTONIC, &now);
+	} while (now.tv_sec - start.tv_sec < 2);
+	return 0;
+}
+"#;
+
+/// A nobody child takes the PME bit and execs a setuid-root program: the
+/// kernel removes the perf events on it then, and refuses nobody new ones.
+/// When the parent, which keeps the descriptor, changes the items, the
+/// daemon must not open them again as root: the setuid program's work is
+/// never counted. The control, the same program without the setuid bit,
+/// is counted after the same change.
+fn a_setuid_exec_ends_counting_as_the_kernel_ends_it(channel: Channel) {
+    let _serial = serial();
+    let name = "a_setuid_exec_ends_counting_as_the_kernel_ends_it";
+    if !prerequisites(name, BASE) {
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    let plain = common::c_source("spin", SPIN, &[]);
+    let setuid = plain.with_file_name("spin-setuid");
+    std::fs::copy(&plain, &setuid).unwrap();
+    std::fs::set_permissions(&setuid, std::fs::Permissions::from_mode(0o4755)).unwrap();
+    let daemon = Daemon::on(channel, &[]);
+    for (program, euid, counted) in [(&plain, 65534, true), (&setuid, 0, false)] {
+        let who = program.display().to_string();
+        let out = run_ok(
+            &daemon,
+            &mut client_as_nobody(&daemon, "setuid", &[program.to_str().unwrap()]),
+        );
+        assert_rows(
+            &who,
+            &out,
+            &[("child_logselect", "0"), ("change", "0"), ("getcnt", "0")],
+        );
+        let values = values(&out);
+        assert_eq!(
+            values.get("euid"),
+            Some(&euid),
+            "{who}: the program's euid (a nosuid mount?)\n{out}"
+        );
+        assert_eq!(values["grew"] > 0, counted, "{who}\n{out}");
+    }
+    no_bugs(&daemon);
+}
+
 /// `--max-pme-threads 4`: a nobody open gives the PME bit to four threads;
 /// the fifth and sixth get ENOSPC, and the open still enables. Threads that
 /// have exited do not count: eight threads one after another, each gone
@@ -1299,6 +1359,7 @@ over_each_fuse_channel!(
     a_holder_keeps_working_while_nobody_polls_open,
     another_user_reads_no_counts_and_no_selection,
     a_dead_pme_child_does_not_wedge_the_open,
+    a_setuid_exec_ends_counting_as_the_kernel_ends_it,
     pme_threads_past_the_budget_get_enospc,
     profile_memory_per_user_is_enforced,
     daemon_rss_comes_back_down_after_a_big_profile,

@@ -25,6 +25,8 @@
  *	hostile_client stall DEV OPENCPU RUNCPU FILE T  T threads' PCNTGETCNT into
  *				an untouched MAP_PRIVATE page of FILE
  *	hostile_client latency DEV CPU N     N PCNTGETCNT of a ONE open, timed
+ *	hostile_client setuid DEV PROG       a PME child execs PROG; the parent
+ *				changes the items and reads the counts
  */
 #define _GNU_SOURCE
 #include <sys/types.h>
@@ -1196,6 +1198,60 @@ cmd_latency(char **argv)
 	return 0;
 }
 
+/*
+ * setuid PROG: a forked child takes the PME bit, enables, and execs PROG
+ * (which burns CPU for a while): a setuid program, or the same program
+ * without the bit as the control.  Meanwhile the parent, which keeps the
+ * descriptor, changes the items, so the daemon opens the host events
+ * again, and reads how far counter 0 moves in half a second: grew=N.
+ */
+static int
+cmd_setuid(const char *prog)
+{
+	unsigned long before = 0, after = 0;
+	int fd, ready[2], e, status;
+	pid_t child;
+
+	fd = open_dev(PCNTOPENALL);
+	if (fd < 0) {
+		row("open", -fd);
+		return 0;
+	}
+	get_info(fd);
+	row("setitems", io_long(fd, PCNTSETITEMS, PFM_COUNTERS));
+	row("select", select_cycles(fd));
+	if (pipe(ready))
+		die("pipe");
+	child = fork();
+	if (child < 0)
+		die("fork");
+	if (child == 0) {
+		e = io(fd, PCNTLOGSELECT, 0);
+		if (e == 0)
+			e = io(fd, PCNTRENABLE, 0);
+		if (fcntl(fd, F_SETFD, FD_CLOEXEC) < 0)
+			_exit(2);
+		if (write(ready[1], &e, sizeof e) != sizeof e)
+			_exit(2);
+		execl(prog, prog, (char *)0);
+		_exit(127);
+	}
+	if (read(ready[0], &e, sizeof e) != sizeof e)
+		die("read");
+	row("child_logselect", e);
+	sleep_ms(300);
+	row("change", io_long(fd, PCNTSETITEMS, PFM_COUNTERS | PFM_IPL));
+	sleep_ms(100);
+	row("getcnt", counter0(fd, &before));
+	sleep_ms(500);
+	counter0(fd, &after);
+	printf("grew=%lu\n", after - before);
+	if (waitpid(child, &status, 0) != child)
+		die("waitpid");
+	close(fd);
+	return 0;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -1237,6 +1293,8 @@ main(int argc, char **argv)
 		return cmd_reads(strtoul(argv[3], 0, 0), atoi(argv[4]), atoi(argv[5]));
 	if (!strcmp(argv[1], "stall") && argc == 7)
 		return cmd_stall(argv + 3);
+	if (!strcmp(argv[1], "setuid") && argc == 4)
+		return cmd_setuid(argv[3]);
 	if (!strcmp(argv[1], "latency") && argc == 5)
 		return cmd_latency(argv + 3);
 	fprintf(stderr, "hostile_client: unknown command or arguments: %s\n", argv[1]);

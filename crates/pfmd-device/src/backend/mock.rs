@@ -3,7 +3,7 @@
 
 use super::{
     Backend, BackendError, CountingGroup, GroupReading, GroupSpec, Sample, SampleSink, SamplerSpec,
-    SamplingStream, Target,
+    SamplingStream, Target, ThreadIdentity,
 };
 use pfm_model::{HostEvent, HostSupport};
 use std::collections::{HashMap, HashSet};
@@ -31,7 +31,13 @@ struct World {
     failing_enable: bool,
     /// Threads whose number a later thread took, and how many times.
     reused: HashMap<i32, u64>,
+    /// Threads not owned by [`THREAD_OWNER`].
+    owners: HashMap<i32, (u32, u32)>,
 }
+
+/// Who owns a thread's `/proc` files unless a test says otherwise: the
+/// uid and gid of the fixtures' `user` caller.
+pub const THREAD_OWNER: (u32, u32) = (1000, 1000);
 
 /// One enable (`true`) or disable call on a host event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -90,6 +96,12 @@ impl MockBackend {
     /// Thread `tid` exits: events can no longer be opened on it.
     pub fn exit_thread(&self, tid: i32) {
         self.world.lock().unwrap().exited.insert(tid);
+    }
+
+    /// Thread `tid` now shows as owned by `owner` (`(0, 0)`: an exec of a
+    /// setuid program made it not dumpable).
+    pub fn set_thread_owner(&self, tid: i32, owner: (u32, u32)) {
+        self.world.lock().unwrap().owners.insert(tid, owner);
     }
 
     /// Thread `tid` exits and a new thread gets its number.
@@ -321,9 +333,12 @@ impl Backend for MockBackend {
         self.world.lock().unwrap().contended
     }
 
-    fn thread_birth(&self, tid: i32) -> Option<u64> {
+    fn thread_identity(&self, tid: i32) -> Option<ThreadIdentity> {
         let world = self.world.lock().unwrap();
-        (!world.exited.contains(&tid)).then(|| world.reused.get(&tid).copied().unwrap_or(0))
+        (!world.exited.contains(&tid)).then(|| ThreadIdentity {
+            birth: world.reused.get(&tid).copied().unwrap_or(0),
+            owner: world.owners.get(&tid).copied().unwrap_or(THREAD_OWNER),
+        })
     }
 
     fn open_sampler(

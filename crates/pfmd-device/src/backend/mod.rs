@@ -167,7 +167,19 @@ pub trait Backend: HostSupport + Send + Sync {
     /// `cpus` so that pinned events of ours would never run (docs/device.md §2).
     /// Always false on a host without hardware counters.
     fn hardware_contended(&self, cpus: &[u32]) -> bool;
-    /// When thread `tid` started (an identity that a later thread reusing
-    /// the number does not share); `None` once it has exited.
-    fn thread_birth(&self, tid: i32) -> Option<u64>;
+    /// Who thread `tid` is now; `None` once it has exited.
+    fn thread_identity(&self, tid: i32) -> Option<ThreadIdentity>;
+}
+
+/// Who a thread is, for following it from one request to the next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ThreadIdentity {
+    /// When it started: a later thread that gets its number has another.
+    pub birth: u64,
+    /// Who owns its `/proc` files: its effective uid and gid while it is
+    /// dumpable, root once an exec of a setuid, setgid or file-capability
+    /// program (or another change of credentials) made it not. The kernel
+    /// then removes the perf events others opened on it and refuses them
+    /// new ones.
+    pub owner: (u32, u32),
 }

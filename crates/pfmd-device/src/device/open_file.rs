@@ -10,7 +10,7 @@ use super::readers::GroupReaders;
 use super::tally::{CpuTally, MAX_COUNTERS, Tally};
 use crate::backend::{
     Backend, BackendError, CountingGroup, GroupSpec, ModeFilter, SamplerSpec, SamplingStream,
-    Target,
+    Target, ThreadIdentity,
 };
 use nix::errno::Errno;
 use pfm_abi::{Items, OpenMode};
@@ -140,9 +140,10 @@ pub struct Settings {
     pub scope: Scope,
     pub enabled: bool,
     /// Threads that got the PME bit through this open (PCNTLOGSELECT), and
-    /// when each started ([`Backend::thread_birth`]): a thread that exited
-    /// is forgotten, even where a later thread got its number.
-    pub pme: BTreeMap<i32, u64>,
+    /// who each was then ([`Backend::thread_identity`]): a thread that exited
+    /// is forgotten, even where a later thread got its number, and so is one
+    /// whose credentials changed (a setuid exec).
+    pub pme: BTreeMap<i32, ThreadIdentity>,
     /// False once a LOGSELECT caller was not allowed kernel-mode counting:
     /// then only user mode is counted (docs/device.md §8).
     pub kernel_allowed: bool,
@@ -934,16 +935,22 @@ impl OpenFile {
         true
     }
 
-    /// Forgets the PME threads that have exited, and those whose number a
-    /// later thread took (perhaps another user's): events are opened on a
-    /// thread id only while it names the thread that took the bit.
+    /// Forgets the PME threads that have exited, those whose number a
+    /// later thread took (perhaps another user's), and those whose
+    /// credentials changed: events are opened on a thread id only while it
+    /// names the thread that took the bit, as it was then. (At an exec
+    /// that makes a thread not dumpable the kernel removes the events on
+    /// it; pfmd must not open them again.)
     pub fn forget_exited_pme(&mut self, backend: &dyn Backend) {
-        self.settings.pme.retain(|&tid, &mut birth| {
-            let alive = backend.thread_birth(tid) == Some(birth);
-            if !alive {
-                tracing::debug!(tid, "PME thread has exited; it no longer counts");
+        self.settings.pme.retain(|&tid, known| {
+            let same = backend.thread_identity(tid) == Some(*known);
+            if !same {
+                tracing::debug!(
+                    tid,
+                    "PME thread has exited or changed credentials; it no longer counts"
+                );
             }
-            alive
+            same
         });
     }
 

@@ -48,7 +48,7 @@ impl Session<'_> {
                 }
                 let kernel = policy.may_count_own_kernel(creds);
                 let tid = self.caller.tid();
-                let birth = self.check_pme_room(tid)?;
+                let identity = self.check_pme_room(tid)?;
                 if !kernel {
                     tracing::debug!(
                         tid,
@@ -57,7 +57,7 @@ impl Session<'_> {
                 }
                 self.reconfigure(|f| {
                     f.settings.scope = Scope::LogSelect;
-                    f.settings.pme.insert(tid, birth);
+                    f.settings.pme.insert(tid, identity);
                     f.settings.kernel_allowed &= kernel;
                 })
             }

@@ -86,7 +86,7 @@ impl Session<'_> {
             ProcessFilter::SetPmeThis => (self.file.settings.scope, true),
             ProcessFilter::ThisProcess => (Scope::LogSelect, true),
         };
-        let birth = set_pme.then(|| self.check_pme_room(tid)).transpose()?;
+        let identity = set_pme.then(|| self.check_pme_room(tid)).transpose()?;
         let selective = scope == Scope::LogSelect || set_pme;
         if selective && !policy.may_count_own_user(creds) {
             return Err(DeviceError::AccessDenied(format!(
@@ -127,8 +127,8 @@ impl Session<'_> {
         }
         self.reconfigure(|f| {
             f.settings.scope = scope;
-            if let Some(birth) = birth {
-                f.settings.pme.insert(tid, birth);
+            if let Some(identity) = identity {
+                f.settings.pme.insert(tid, identity);
             }
             f.settings.kernel_allowed = kernel_allowed;
             f.settings.contexts = Some(modes);

@@ -6,6 +6,7 @@
 use super::open_file::{CounterState, OpenFile, Registers, Scope, Selected};
 use super::tally::{MAX_COUNTERS, Tally};
 use super::{Device, DeviceError, IoctlReply, now_cycles};
+use crate::backend::ThreadIdentity;
 use crate::policy::Caller;
 use pfm_model::{CounterSetting, Resolution, resolve};
 
@@ -27,30 +28,22 @@ impl Session<'_> {
     /// allowed to (docs/device.md §8): PCNTRENABLE and every family's
     /// ENABLE/RESTART/ENABWRITE.
     pub fn check_may_enable(&self) -> Result<(), DeviceError> {
-        if self.file.settings.scope == Scope::LogAll
-            && !self
-                .device
-                .config
-                .policy
-                .may_count_system_wide(self.caller.credentials()?)
-        {
-            return Err(DeviceError::AccessDenied(
-                "system-wide counting (LOGALL) is not allowed for this caller; select PCNTLOGSELECT first".into(),
-            ));
+        if self.file.settings.scope == Scope::LogAll {
+            check_system_wide(self.device, self.caller)?;
         }
         Ok(())
     }
 
     /// `ENOSPC` when giving `tid` the PME bit would pass the open's budget
-    /// of threads (those that have exited no longer count). Returns when
-    /// `tid` started, for [`Settings::pme`](super::open_file::Settings).
-    pub fn check_pme_room(&mut self, tid: i32) -> Result<u64, DeviceError> {
+    /// of threads (those that have exited no longer count). Returns who
+    /// `tid` is, for [`Settings::pme`](super::open_file::Settings).
+    pub fn check_pme_room(&mut self, tid: i32) -> Result<ThreadIdentity, DeviceError> {
         let limit = self.device.budgets.limits().pme_threads_per_open;
         let backend = self.device.backend.as_ref();
-        let birth = backend.thread_birth(tid).ok_or_else(|| {
+        let identity = backend.thread_identity(tid).ok_or_else(|| {
             DeviceError::invalid(format!("thread {tid} has exited: no PME bit to set"))
         })?;
-        let full = |pme: &std::collections::BTreeMap<i32, u64>| {
+        let full = |pme: &std::collections::BTreeMap<i32, ThreadIdentity>| {
             !pme.contains_key(&tid) && pme.len() >= limit
         };
         if full(&self.file.settings.pme) {
@@ -61,7 +54,7 @@ impl Session<'_> {
                 "the open already gave the PME bit to {limit} threads (--max-pme-threads)"
             )));
         }
-        Ok(birth)
+        Ok(identity)
     }
 
     /// Resolves a counter's event against the host; `EOPNOTSUPP` naming the
@@ -114,7 +107,19 @@ impl Session<'_> {
         let collecting = file.sampled.histograms.lock().collecting();
         change(file);
         file.narrow_residuals(periods);
-        if built && file.host_plan() == plan {
+        let same_plan = built && file.host_plan() == plan;
+        // New host events that count, or counting switched on: what the
+        // caller could not start with perf_event_open(2) itself is refused
+        // here, whoever enabled the open (a descriptor passed on keeps
+        // what it counts, never more).
+        let starts = file.settings.enabled && !(same_plan && was_enabled);
+        if starts && let Err(refused) = check_may_start(self.device, self.caller, file) {
+            file.settings = before;
+            file.tallies = tallies;
+            file.sampled.histograms.lock().restore(collecting);
+            return Err(refused);
+        }
+        if same_plan {
             // The same host events: keep them, and the threads and processes
             // they already follow (the PME bit), and only switch them, when
             // that changes: a repeated PCNTSETMUX or PCNTRDISABLE costs no
@@ -205,5 +210,62 @@ impl Session<'_> {
             out.push((cpu, seen, tally.pr_cycle));
         }
         Ok(out)
+    }
+}
+
+/// `EACCES` for a caller not allowed system-wide counting (LOGALL).
+fn check_system_wide(device: &Device, caller: &Caller) -> Result<(), DeviceError> {
+    if device
+        .config
+        .policy
+        .may_count_system_wide(caller.credentials()?)
+    {
+        return Ok(());
+    }
+    Err(DeviceError::AccessDenied(
+        "system-wide counting (LOGALL) is not allowed for this caller; select PCNTLOGSELECT first"
+            .into(),
+    ))
+}
+
+/// `EACCES` where starting the open's host events would count what the
+/// caller may not count with perf_event_open(2) itself (docs/device.md §8):
+/// every task, or a thread it may not watch. A PME thread whose credentials
+/// changed since its PCNTLOGSELECT and that the caller may no longer watch
+/// is forgotten instead, as the kernel removes its own events from a thread
+/// at a setuid exec; one it may watch is taken as it is now.
+fn check_may_start(
+    device: &Device,
+    caller: &Caller,
+    file: &mut OpenFile,
+) -> Result<(), DeviceError> {
+    if file.settings.scope == Scope::LogAll {
+        return check_system_wide(device, caller);
+    }
+    let (policy, backend) = (&device.config.policy, device.backend.as_ref());
+    let creds = caller.credentials()?;
+    let mut refused = None;
+    file.settings.pme.retain(|&tid, known| {
+        let Some(now) = backend
+            .thread_identity(tid)
+            .filter(|now| now.birth == known.birth)
+        else {
+            return false;
+        };
+        if policy.may_watch_thread(creds, tid, now.owner) {
+            *known = now;
+        } else if now.owner != known.owner {
+            tracing::debug!(tid, "PME thread changed credentials; it no longer counts");
+            return false;
+        } else {
+            refused.get_or_insert(tid);
+        }
+        true
+    });
+    match refused {
+        None => Ok(()),
+        Some(tid) => Err(DeviceError::AccessDenied(format!(
+            "the open follows thread {tid}, which this caller may not watch (perf_event_open(2) would refuse it)"
+        ))),
     }
 }

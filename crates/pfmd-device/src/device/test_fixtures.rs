@@ -85,6 +85,8 @@ pub fn caller(tid: i32, euid: u32, cpus: Vec<u32>) -> Caller {
         tid,
         Credentials {
             tgid: tid,
+            uid: euid,
+            gid: euid,
             euid,
             egid: euid,
             cap_effective: if euid == 0 { u64::MAX } else { 0 },

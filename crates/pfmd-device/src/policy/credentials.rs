@@ -12,6 +12,10 @@ const CAP_PERFMON: u32 = 38;
 pub struct Credentials {
     /// The process the thread belongs to.
     pub tgid: i32,
+    /// Real uid and gid: what the kernel compares with a thread's owner
+    /// before it lets a caller watch it.
+    pub uid: u32,
+    pub gid: u32,
     pub euid: u32,
     pub egid: u32,
     pub groups: Vec<u32>,
@@ -55,18 +59,18 @@ impl Credentials {
                 continue;
             };
             let value = value.trim();
-            let second = |v: &str| v.split_whitespace().nth(1).and_then(|s| s.parse().ok());
+            let nth = |v: &str, n| v.split_whitespace().nth(n).and_then(|s| s.parse().ok());
             match key {
                 "Tgid" => {
                     creds.tgid = value.parse().ok()?;
                     seen += 1;
                 }
                 "Uid" => {
-                    creds.euid = second(value)?;
+                    (creds.uid, creds.euid) = (nth(value, 0)?, nth(value, 1)?);
                     seen += 1;
                 }
                 "Gid" => {
-                    creds.egid = second(value)?;
+                    (creds.gid, creds.egid) = (nth(value, 0)?, nth(value, 1)?);
                     seen += 1;
                 }
                 "Groups" => {

@@ -57,6 +57,17 @@ impl SecurityPolicy {
         self.trusted(c) || self.paranoid() <= 2
     }
 
+    /// Host events on thread `tid`, whose `/proc` files `owner` owns
+    /// ([`ThreadIdentity`](crate::backend::ThreadIdentity)), as
+    /// `perf_event_open(2)` allows them on a task: to a trusted caller, to
+    /// a thread of the same process, or where the caller's real uid and gid
+    /// own the thread and it is dumpable (ptrace read access). A thread
+    /// that is not dumpable shows as root's, and root's threads are
+    /// watched by trusted callers only.
+    pub fn may_watch_thread(&self, c: &Credentials, tid: i32, owner: (u32, u32)) -> bool {
+        self.trusted(c) || same_process(c.tgid, tid) || (owner == (c.uid, c.gid) && owner.0 != 0)
+    }
+
     /// Kernel-mode counting of the caller's own threads.
     pub fn may_count_own_kernel(&self, c: &Credentials) -> bool {
         self.trusted(c) || self.paranoid() <= 1

@@ -25,6 +25,8 @@ fn namespaced_root(tid: i32) -> Caller {
         tid,
         Credentials {
             tgid: tid,
+            uid: 65534,
+            gid: 65534,
             euid: 65534,
             egid: 65534,
             cap_effective: u64::MAX,
@@ -285,6 +287,95 @@ fn a_pme_thread_number_taken_by_a_new_thread_is_not_counted() {
         1,
         "the new thread 51 is not counted"
     );
+}
+
+/// A PME thread that execs a setuid program (the kernel removes the events
+/// on it, and refuses its user new ones): a change from another process of
+/// the user that holds the descriptor opens nothing on it again. (Thread
+/// numbers past `pid_max`: the policy looks same-process threads up in the
+/// host's `/proc`.)
+#[test]
+fn a_pme_thread_that_became_setuid_is_not_counted_again() {
+    let b = MockBackend::with_events(&[CLK]);
+    let d = device(Implementation::Ev4, &b, 2);
+    let helper = user(5_000_060, vec![0, 1]);
+    let f = d.open(&helper, PCNTOPENALL).unwrap();
+    ioctl(&d, f, &helper, n::PCNTSETMUX, Iccsr::new(0xa, 0, 1, 0, 2).0).unwrap();
+    ioctl(&d, f, &user(5_000_061, vec![0, 1]), n::PCNTLOGSELECT, 0).unwrap();
+    ioctl(&d, f, &helper, n::PCNTRENABLE, 0).unwrap();
+    b.set_thread_owner(5_000_061, (0, 0));
+    let opened = b.opened().len();
+    ioctl(
+        &d,
+        f,
+        &helper,
+        n::PCNTSETITEMS,
+        abi::PFM_COUNTERS | abi::PFM_IPL,
+    )
+    .expect("the change itself is the user's to make");
+    assert!(
+        !b.opened()[opened..]
+            .iter()
+            .any(|s| s.target == Target::Thread(5_000_061)),
+        "no event on the setuid thread 61: {:?}",
+        &b.opened()[opened..]
+    );
+    b.advance(0, Target::Thread(5_000_061), CLK, 4096 * 5);
+    assert_eq!(counts(&d, f, &helper).pf_cntr0, 0);
+}
+
+/// A descriptor passed to a user who may not count what it counts
+/// (SCM_RIGHTS, or inherited across a uid drop): it reads what the opener
+/// started, but what would open new host events that count (another item,
+/// event or range, enabling) is `EACCES`, and the open stays as it was.
+#[test]
+fn a_passed_descriptor_counts_no_more_than_its_opener_started() {
+    let b = MockBackend::with_events(&[CLK]);
+    let d = device(Implementation::Ev4, &b, 2);
+    let r = root(5_000_070);
+    let other = user(5_000_071, vec![0, 1]);
+    // System-wide.
+    let f = d.open(&r, PCNTOPENALL).unwrap();
+    ioctl(&d, f, &r, n::PCNTSETMUX, Iccsr::new(0xa, 0, 1, 0, 2).0).unwrap();
+    ioctl(&d, f, &r, n::PCNTRENABLE, 0).unwrap();
+    assert_eq!(
+        ioctl(
+            &d,
+            f,
+            &other,
+            n::PCNTSETITEMS,
+            abi::PFM_COUNTERS | abi::PFM_IPL
+        )
+        .unwrap_err(),
+        Errno::EACCES,
+        "IPL is a sampler on every CPU"
+    );
+    assert_eq!(info(&d, f, &other).pi_items, abi::PFM_COUNTERS);
+    b.advance(0, Target::AllTasks, CLK, 4096 * 2);
+    assert_eq!(counts(&d, f, &other).pf_cntr0, 2, "reading is allowed");
+    ioctl(&d, f, &other, n::PCNTRDISABLE, 0).expect("so is stopping");
+    assert_eq!(
+        ioctl(&d, f, &other, n::PCNTRENABLE, 0).unwrap_err(),
+        Errno::EACCES
+    );
+    ioctl(&d, f, &r, n::PCNTSETITEMS, abi::PFM_COUNTERS | abi::PFM_IPL).expect("root may");
+    d.release(f);
+    // Root's own thread (not dumpable, so root's).
+    b.set_thread_owner(5_000_070, (0, 0));
+    let f = d.open(&r, PCNTOPENALL).unwrap();
+    ioctl(&d, f, &r, n::PCNTSETMUX, Iccsr::new(0xa, 0, 1, 0, 2).0).unwrap();
+    ioctl(&d, f, &r, n::PCNTLOGSELECT, 0).unwrap();
+    ioctl(&d, f, &r, n::PCNTRENABLE, 0).unwrap();
+    let ipl = abi::PFM_COUNTERS | abi::PFM_IPL;
+    assert_eq!(
+        ioctl(&d, f, &other, n::PCNTSETITEMS, ipl).unwrap_err(),
+        Errno::EACCES
+    );
+    // Another thread of the same user is the user's to follow.
+    let mate = user(5_000_072, vec![0, 1]);
+    ioctl(&d, f, &r, n::PCNTCLEARPCBPME, 0).unwrap();
+    ioctl(&d, f, &mate, n::PCNTLOGSELECT, 0).unwrap();
+    ioctl(&d, f, &other, n::PCNTSETITEMS, ipl).expect("thread 72 is the user's");
 }
 
 #[test]

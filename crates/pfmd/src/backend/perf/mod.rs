@@ -41,7 +41,7 @@ pub use encoding::encoding;
 
 use super::{
     Backend, BackendError, CountingGroup, GroupSpec, SampleSink, SamplerSpec, SamplingStream,
-    Target,
+    Target, ThreadIdentity,
 };
 use group::{PerfGroup, ReadMode, errno_of};
 use nix::errno::Errno;
@@ -308,10 +308,17 @@ impl Backend for PerfBackend {
         false
     }
 
-    fn thread_birth(&self, tid: i32) -> Option<u64> {
-        // `/proc/<tid>` names any thread, not only a process's first.
+    fn thread_identity(&self, tid: i32) -> Option<ThreadIdentity> {
+        use std::os::unix::fs::MetadataExt;
+        // `/proc/<tid>` names any thread, not only a process's first. Its
+        // files (not the directory) are owned as the kernel judges
+        // dumpability (`task_dump_owner`).
         let stat = procfs::process::Process::new(tid).ok()?.stat().ok()?;
-        (stat.state != 'Z' && stat.state != 'X').then_some(stat.starttime)
+        let files = std::fs::metadata(format!("/proc/{tid}/stat")).ok()?;
+        (stat.state != 'Z' && stat.state != 'X').then_some(ThreadIdentity {
+            birth: stat.starttime,
+            owner: (files.uid(), files.gid()),
+        })
     }
 }
 

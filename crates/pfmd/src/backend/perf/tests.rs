@@ -626,23 +626,39 @@ fn hardware_sampler_delivers_overflow_samples() {
 /// A thread's birth is the same at every look while it lives, and is gone
 /// once the thread has exited.
 #[test]
-fn thread_birth_names_a_live_thread_only() {
+fn thread_identity_names_a_live_thread_only() {
     let backend = PerfBackend::probe();
     let me = nix::unistd::gettid().as_raw();
-    let mine = backend.thread_birth(me).expect("this thread lives");
-    assert_eq!(backend.thread_birth(me), Some(mine));
+    let mine = backend.thread_identity(me).expect("this thread lives");
+    assert_eq!(backend.thread_identity(me), Some(mine));
+    // A dumpable thread's files are its effective uid's and gid's.
+    let owner = (
+        nix::unistd::geteuid().as_raw(),
+        nix::unistd::getegid().as_raw(),
+    );
+    assert_eq!(mine.owner, owner);
     let (tid, birth) = std::thread::spawn(|| {
         let tid = nix::unistd::gettid().as_raw();
-        (tid, PerfBackend::probe().thread_birth(tid))
+        (
+            tid,
+            PerfBackend::probe().thread_identity(tid).map(|t| t.birth),
+        )
     })
     .join()
     .unwrap();
-    assert!(birth.is_some_and(|b| b >= mine), "{birth:?} vs {mine}");
+    assert!(
+        birth.is_some_and(|b| b >= mine.birth),
+        "{birth:?} vs {mine:?}"
+    );
     // `join` returns when the thread has let go of its memory; the kernel
     // releases the thread a moment later.
     let deadline = Instant::now() + std::time::Duration::from_secs(10);
-    while backend.thread_birth(tid).is_some() && Instant::now() < deadline {
+    while backend.thread_identity(tid).is_some() && Instant::now() < deadline {
         std::thread::sleep(std::time::Duration::from_millis(1));
     }
-    assert_eq!(backend.thread_birth(tid), None, "thread {tid} has exited");
+    assert_eq!(
+        backend.thread_identity(tid),
+        None,
+        "thread {tid} has exited"
+    );
 }
