@@ -160,8 +160,9 @@ pub struct Settings {
 pub struct Sampled {
     /// IPL histograms and profile buckets, shared with the sampler thread.
     pub histograms: Arc<SharedHistograms>,
-    /// The snapshot one read(2) call is served from (docs/device.md §6).
-    pub read_snapshot: Option<ReadSnapshot>,
+    /// The snapshots read(2) calls in progress are served from, one per
+    /// reading thread, oldest first (docs/device.md §6).
+    pub read_snapshots: Vec<ReadSnapshot>,
     /// The budget the profile buckets are charged to.
     pub profile_charge: Option<Charge>,
     /// Per counter: Alpha events per sample (`period x weight`) of the last
@@ -173,9 +174,17 @@ pub struct Sampled {
 /// new range replaces the profile during the call, the snapshot keeps the
 /// old buckets, and their budget charge, until the call has them all.
 pub struct ReadSnapshot {
+    /// The thread whose call it is (every piece of a call comes from it).
+    pub reader: i32,
     pub buckets: super::histogram::BucketSnapshot,
+    /// The old profile's charge, or this snapshot's own where another
+    /// thread's call had one already (the profile's charge covers one).
     pub charge: Option<Charge>,
 }
+
+/// Most `read(2)` calls of one open in progress at once with a snapshot of
+/// their own; a further reader's takes the oldest one's place.
+pub const READ_SNAPSHOTS: usize = 4;
 
 /// The host events counting and sampling for the open, and their budget.
 #[derive(Default)]
@@ -327,7 +336,7 @@ impl OpenFile {
             tallies,
             sampled: Sampled {
                 histograms: Arc::new(SharedHistograms::new(histograms)),
-                read_snapshot: None,
+                read_snapshots: Vec::new(),
                 profile_charge: None,
                 sample_period: [0; MAX_COUNTERS],
             },

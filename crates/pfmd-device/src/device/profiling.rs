@@ -82,7 +82,7 @@ impl Session<'_> {
         // new range too.
         let replaced = histograms.profile.take().is_some();
         let old_charge = self.file.sampled.profile_charge.take();
-        match &mut self.file.sampled.read_snapshot {
+        match self.file.sampled.read_snapshots.first_mut() {
             Some(read) => read.charge = read.charge.take().or(old_charge),
             // No read keeps the old buckets: their charge goes with them,
             // before the new range's is taken.
@@ -105,7 +105,10 @@ impl Session<'_> {
             // No room for both: the kept buckets give way (a call that read
             // less than the whole profile leaves its snapshot until the next
             // call, so it may be no call in progress at all).
-            Err(_) if self.file.sampled.read_snapshot.take().is_some() => charge_buckets()?,
+            Err(_) if !self.file.sampled.read_snapshots.is_empty() => {
+                self.file.sampled.read_snapshots.clear();
+                charge_buckets()?
+            }
             Err(e) => return Err(e),
         };
         let cells = usize::try_from(buckets)

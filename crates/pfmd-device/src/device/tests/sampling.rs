@@ -119,6 +119,36 @@ fn each_mode_keeps_one_ipl_histogram_per_cpu() {
     assert_eq!((h[0][8], h[1][8]), (0, 4 * w));
 }
 
+/// Two threads reading one descriptor at once, and a third setting a
+/// smaller range between their pieces: each call ends on the buckets it
+/// began with, all of them (one snapshot per reading thread; with one per
+/// open, the first call found its snapshot gone and ended short).
+#[test]
+fn concurrent_reads_each_keep_their_own_snapshot() {
+    let b = MockBackend::with_events(&[HostEvent::CpuClock]);
+    let d = device(&b);
+    let c = caller(0);
+    let (f, w) = sampling(&d, &c, PCNTOPENALL, abi::PFM_PROFILING);
+    call(&d, f, &c, n::PCNTSETURANGE, &range(0x1000, 0x1100, 4)).unwrap();
+    b.emit(Target::AllTasks, sample(0x10f0, true, 42, 0), 1);
+    let first = crate::device::test_fixtures::caller(11, 0, vec![0, 1]);
+    let second = crate::device::test_fixtures::caller(12, 0, vec![0, 1]);
+    let a0 = d.read(f, &first, 0, 32).unwrap();
+    let b0 = d.read(f, &second, 0, 32).unwrap();
+    call(&d, f, &c, n::PCNTSETURANGE, &range(0x1000, 0x1010, 4)).unwrap();
+    let b1 = d.read(f, &second, 32, 64).unwrap();
+    let a1 = d.read(f, &first, 32, 64).unwrap();
+    let mut whole = vec![0u8; 64];
+    whole[60..].copy_from_slice(&(w as u32).to_ne_bytes());
+    assert_eq!([a0, a1].concat(), whole, "the first call, whole");
+    assert_eq!([b0, b1].concat(), whole, "the second call, whole");
+    assert_eq!(
+        d.read(f, &first, 0, 64).unwrap(),
+        vec![0; 4],
+        "the new range"
+    );
+}
+
 #[test]
 fn profile_buckets_rsize_and_read_snapshots() {
     let b = MockBackend::with_events(&[HostEvent::CpuClock]);
