@@ -514,6 +514,41 @@ fn a_setuid_exec_ends_counting_as_the_kernel_ends_it(channel: Channel) {
     no_bugs(&daemon);
 }
 
+/// Root's system-wide open, counting, kept by a child that drops to nobody
+/// (as a descriptor passed on over a socket would be): nobody reads and
+/// stops what root started, but adds nothing to it (IPL ticks and a
+/// profile of every process) and cannot start it again. Root can.
+fn a_handed_down_system_wide_open_gains_nothing(channel: Channel) {
+    let _serial = serial();
+    let name = "a_handed_down_system_wide_open_gains_nothing";
+    if !prerequisites(name, BASE) {
+        return;
+    }
+    let daemon = Daemon::on(channel, &[]);
+    let out = run_ok(&daemon, &mut client(&daemon, "handdown", &[]));
+    assert_rows(
+        "handdown",
+        &out,
+        &[
+            ("root_setitems", "0"),
+            ("root_select", "0"),
+            ("root_logall", "0"),
+            ("root_renable", "0"),
+            ("nobody_setitems_ipl", "EACCES"),
+            ("nobody_setitems_profiling", "EACCES"),
+            ("nobody_getcnt", "0"),
+            ("nobody_rdisable", "0"),
+            ("nobody_renable", "EACCES"),
+            ("root_setitems_ipl", "0"),
+        ],
+    );
+    assert!(
+        values(&out)["nobody_count0"] > 0,
+        "root's counting went on\n{out}"
+    );
+    no_bugs(&daemon);
+}
+
 /// `--max-pme-threads 4`: a nobody open gives the PME bit to four threads;
 /// the fifth and sixth get ENOSPC, and the open still enables. Threads that
 /// have exited do not count: eight threads one after another, each gone
@@ -1360,6 +1395,7 @@ over_each_fuse_channel!(
     another_user_reads_no_counts_and_no_selection,
     a_dead_pme_child_does_not_wedge_the_open,
     a_setuid_exec_ends_counting_as_the_kernel_ends_it,
+    a_handed_down_system_wide_open_gains_nothing,
     pme_threads_past_the_budget_get_enospc,
     profile_memory_per_user_is_enforced,
     daemon_rss_comes_back_down_after_a_big_profile,

@@ -27,6 +27,8 @@
  *	hostile_client latency DEV CPU N     N PCNTGETCNT of a ONE open, timed
  *	hostile_client setuid DEV PROG       a PME child execs PROG; the parent
  *				changes the items and reads the counts
+ *	hostile_client handdown DEV          (as root) a counting LOGALL open kept
+ *				by a child that drops to nobody
  */
 #define _GNU_SOURCE
 #include <sys/types.h>
@@ -37,6 +39,7 @@
 #include <sys/pfcntr.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <poll.h>
 #include <pthread.h>
 #include <sched.h>
@@ -1252,6 +1255,55 @@ cmd_setuid(const char *prog)
 	return 0;
 }
 
+/*
+ * handdown (run as root): a system-wide open, counting, kept by a child
+ * that drops to uid and gid 65534, as a descriptor passed on would be.  The
+ * child's rows: what it may still do (read, stop) and what it may not
+ * start (new items, enabling again).
+ */
+static int
+cmd_handdown(void)
+{
+	unsigned long c0 = 0;
+	int fd, status;
+	pid_t child;
+
+	fd = open_dev(PCNTOPENALL);
+	if (fd < 0) {
+		row("open", -fd);
+		return 0;
+	}
+	get_info(fd);
+	row("root_setitems", io_long(fd, PCNTSETITEMS, PFM_COUNTERS));
+	row("root_select", select_cycles(fd));
+	row("root_logall", io(fd, PCNTLOGALL, 0));
+	row("root_renable", io(fd, PCNTRENABLE, 0));
+	fflush(stdout);
+	child = fork();
+	if (child < 0)
+		die("fork");
+	if (child == 0) {
+		if (setgroups(0, 0) || setresgid(65534, 65534, 65534) ||
+		    setresuid(65534, 65534, 65534))
+			die("dropping to nobody");
+		row("nobody_setitems_ipl", io_long(fd, PCNTSETITEMS, PFM_COUNTERS | PFM_IPL));
+		row("nobody_setitems_profiling",
+		    io_long(fd, PCNTSETITEMS, PFM_COUNTERS | PFM_PROFILING));
+		burn(20000000UL);
+		row("nobody_getcnt", counter0(fd, &c0));
+		printf("nobody_count0=%lu\n", c0);
+		row("nobody_rdisable", io(fd, PCNTRDISABLE, 0));
+		row("nobody_renable", io(fd, PCNTRENABLE, 0));
+		fflush(stdout);
+		_exit(0);
+	}
+	if (waitpid(child, &status, 0) != child)
+		die("waitpid");
+	row("root_setitems_ipl", io_long(fd, PCNTSETITEMS, PFM_COUNTERS | PFM_IPL));
+	close(fd);
+	return 0;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -1293,6 +1345,8 @@ main(int argc, char **argv)
 		return cmd_reads(strtoul(argv[3], 0, 0), atoi(argv[4]), atoi(argv[5]));
 	if (!strcmp(argv[1], "stall") && argc == 7)
 		return cmd_stall(argv + 3);
+	if (!strcmp(argv[1], "handdown"))
+		return cmd_handdown();
 	if (!strcmp(argv[1], "setuid") && argc == 4)
 		return cmd_setuid(argv[3]);
 	if (!strcmp(argv[1], "latency") && argc == 5)
