@@ -514,6 +514,26 @@ fn a_setuid_exec_ends_counting_as_the_kernel_ends_it(channel: Channel) {
     no_bugs(&daemon);
 }
 
+/// An open that follows 20 threads (past `QUICK_PME_THREADS`, so its
+/// requests are served by its own worker, not a reader or ring queue):
+/// every thread's PCNTLOGSELECT and the open's enable and disable are
+/// answered, through the channel they came by.
+fn an_open_following_many_threads_is_answered_by_its_worker(channel: Channel) {
+    let _serial = serial();
+    let name = "an_open_following_many_threads_is_answered_by_its_worker";
+    if !prerequisites(name, BASE) {
+        return;
+    }
+    let daemon = Daemon::on(channel, &[]);
+    let out = run_ok(&daemon, &mut client_as_nobody(&daemon, "pme", &["20"]));
+    let mut want: Vec<(String, &str)> = (1..=20).map(|i| (format!("thread{i}"), "0")).collect();
+    want.push(("renable".into(), "0"));
+    want.push(("rdisable".into(), "0"));
+    let want: Vec<(&str, &str)> = want.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+    assert_rows("20 threads", &out, &want);
+    no_bugs(&daemon);
+}
+
 /// Root's system-wide open, counting, kept by a child that drops to nobody
 /// (as a descriptor passed on over a socket would be): nobody reads and
 /// stops what root started, but adds nothing to it (IPL ticks and a
@@ -1396,6 +1416,7 @@ over_each_fuse_channel!(
     a_dead_pme_child_does_not_wedge_the_open,
     a_setuid_exec_ends_counting_as_the_kernel_ends_it,
     a_handed_down_system_wide_open_gains_nothing,
+    an_open_following_many_threads_is_answered_by_its_worker,
     pme_threads_past_the_budget_get_enospc,
     profile_memory_per_user_is_enforced,
     daemon_rss_comes_back_down_after_a_big_profile,

@@ -25,10 +25,11 @@
 
 use super::abi::*;
 use super::ioctl::{self, IoctlAnswer};
+use super::later::LaterRequest;
 use super::open_waiter::{Opened, PendingOpen, try_open};
 use super::store::StoreJob;
 use super::wire::{self, FsOp, Op, Request};
-use crate::device::{Device, FileId};
+use crate::device::{Device, DeviceError, FileId, Waiting};
 use crate::policy::Caller;
 use nix::errno::Errno;
 use std::sync::Arc;
@@ -94,6 +95,14 @@ pub enum Answer {
     /// `unique`. The channel sets the job's `tag` to find the request
     /// again.
     AfterStore(StoreJob),
+    /// A READ or IOCTL that would wait for its open, or take long: the
+    /// channel has it served by the open's worker
+    /// ([`LaterServer`](super::later::LaterServer)), whose answer is
+    /// one of the others. `uid` for a channel's per-user bounds.
+    Later {
+        uid: u32,
+        request: LaterRequest,
+    },
 }
 
 /// The OPEN reply for a new open file.
@@ -109,10 +118,30 @@ pub fn opened_reply(unique: u64, id: FileId) -> Vec<u8> {
 }
 
 impl Handler {
-    /// The answer to one request in the classic framing.
+    /// The answer to one request in the classic framing, on a thread that
+    /// serves every caller: a request that would wait is [`Answer::Later`].
     pub fn answer(&self, raw: &[u8]) -> Answer {
+        self.answer_as(raw, Waiting::Refused)
+    }
+
+    /// The answer to a request [`Answer::Later`] deferred, on a thread of
+    /// its open's own: it waits as it needs.
+    pub fn answer_waiting(&self, raw: &[u8]) -> Answer {
+        self.answer_as(raw, Waiting::Allowed)
+    }
+
+    fn answer_as(&self, raw: &[u8], waiting: Waiting) -> Answer {
         match wire::parse(raw) {
-            Ok(request) => self.handle(&request),
+            Ok(request) => match self.handle(&request, waiting) {
+                Answer::Later { uid, request } => Answer::Later {
+                    uid,
+                    request: LaterRequest {
+                        raw: raw.to_vec(),
+                        ..request
+                    },
+                },
+                answer => answer,
+            },
             Err(e) => {
                 tracing::error!("malformed FUSE request: {e}");
                 match e.unique() {
@@ -128,9 +157,18 @@ impl Handler {
         Caller::from_request(h.pid as i32, h.uid, self.channel_flags)
     }
 
-    fn handle(&self, request: &Request<'_>) -> Answer {
+    fn handle(&self, request: &Request<'_>, waiting: Waiting) -> Answer {
         let h = &request.header;
         let unique = h.unique;
+        // The raw bytes are filled in by `answer_as`.
+        let later = |fh: u64| Answer::Later {
+            uid: h.uid,
+            request: LaterRequest {
+                fh: fh as FileId,
+                unique,
+                raw: Vec::new(),
+            },
+        };
         tracing::trace!(
             op = wire::opcode_name(h.opcode),
             unique,
@@ -163,16 +201,18 @@ impl Handler {
                 }
             },
             Op::Read(read) => {
-                match self.device.read(
+                match self.device.read_as(
                     read.fh as FileId,
                     &self.caller(request),
                     read.offset,
                     read.size,
+                    waiting,
                 ) {
                     Ok(mut bytes) => {
                         bytes.truncate(read.size as usize);
                         wire::reply(unique, &[&bytes])
                     }
+                    Err(DeviceError::ServeElsewhere) => return later(read.fh),
                     Err(e) => return error(e.errno()),
                 }
             }
@@ -190,7 +230,10 @@ impl Handler {
                 self.device.flush(flush.fh as FileId, &self.caller(request));
                 wire::reply(unique, &[])
             }
-            Op::Ioctl { arg, data } => return self.ioctl(request, arg, data),
+            Op::Ioctl { arg, data } => match self.ioctl(request, arg, data, waiting) {
+                Some(answer) => return answer,
+                None => return later(arg.fh),
+            },
             // No poll method: the kernel then stops asking and reports the
             // device always ready, which it is (reads never block).
             Op::Poll(_) => return error(Errno::ENOSYS),
@@ -215,15 +258,24 @@ impl Handler {
         Answer::Reply(reply)
     }
 
-    fn ioctl(&self, request: &Request<'_>, arg: &FuseIoctlIn, data: &[u8]) -> Answer {
+    /// The ioctl's answer; `None` where it is to be served elsewhere.
+    fn ioctl(
+        &self,
+        request: &Request<'_>,
+        arg: &FuseIoctlIn,
+        data: &[u8],
+        waiting: Waiting,
+    ) -> Option<Answer> {
         let unique = request.header.unique;
         let caller = self.caller(request);
         // Only CUSE's pointer retry needs it: not worked out per ioctl.
         let max_store = || self.device.max_store_len().min(CUSE_MAX_TRANSFER);
         let answer = ioctl::step(arg, data, max_store, |bytes| {
-            self.device.ioctl(arg.fh as FileId, &caller, arg.cmd, bytes)
+            self.device
+                .ioctl_as(arg.fh as FileId, &caller, arg.cmd, bytes, waiting)
         });
-        match answer {
+        Some(match answer {
+            Err(DeviceError::ServeElsewhere) => return None,
             Ok(IoctlAnswer::Retry { in_iovs, out_iovs }) => {
                 Answer::Reply(wire::ioctl_retry_reply(unique, &in_iovs, &out_iovs))
             }
@@ -251,7 +303,7 @@ impl Handler {
                 }
                 Answer::Reply(wire::reply_error(unique, e.errno()))
             }
-        }
+        })
     }
 }
 
@@ -386,6 +438,7 @@ mod tests {
                 Answer::Nothing => None,
                 Answer::WaitForRelease { .. } => panic!("an open that waits"),
                 Answer::AfterStore(_) => panic!("a store"),
+                Answer::Later { .. } => panic!("a request served later"),
             }
         }
     }
@@ -546,6 +599,55 @@ mod tests {
                 .into_reply()
                 .is_none()
         );
+    }
+
+    /// Once an open follows more than `QUICK_PME_THREADS` threads (each
+    /// settings change then opens host events on every one), a serving
+    /// thread answers its requests [`Answer::Later`], with the request's
+    /// bytes, and the open's worker answers them in full.
+    #[test]
+    fn an_open_following_many_threads_is_served_off_the_serving_threads() {
+        let fs = Arc::new(fs());
+        let reply = open_device(&fs).into_reply().unwrap();
+        let fh = FuseOpenOut::read_from_bytes(split(&reply).1).unwrap().fh;
+        let select = FuseIoctlIn {
+            fh,
+            cmd: n::PCNTLOGSELECT,
+            ..Default::default()
+        };
+        let selecting = request(FUSE_IOCTL, DEVICE_INO, &[select.as_bytes()]);
+        // Each thread's own request (the header names the caller).
+        let threads = crate::device::QUICK_PME_THREADS + 1;
+        for _ in 0..threads {
+            let fs = Arc::clone(&fs);
+            let reply = std::thread::spawn(move || {
+                let raw = request(FUSE_IOCTL, DEVICE_INO, &[select.as_bytes()]);
+                fs.answer(&raw).into_reply().unwrap()
+            })
+            .join()
+            .unwrap();
+            assert_eq!(split(&reply).0, 0);
+        }
+        let Answer::Later { request: later, .. } = fs.answer(&selecting) else {
+            panic!("answered on the serving thread");
+        };
+        assert_eq!((later.fh, later.unique), (fh, 9));
+        assert_eq!(later.raw, selecting);
+        let reply = fs.answer_waiting(&later.raw).into_reply().unwrap();
+        assert_eq!(split(&reply).0, 0, "answered by the worker");
+        // The LaterServer serves it on the open's worker and delivers.
+        struct Delivered(std::sync::mpsc::Sender<Answer>);
+        impl crate::later::LaterReply for Delivered {
+            fn deliver(self: Box<Self>, answer: Answer) {
+                let _ = self.0.send(answer);
+            }
+        }
+        let server = crate::later::LaterServer::default();
+        let (tx, rx) = std::sync::mpsc::channel();
+        server.serve(&fs, later, Box::new(Delivered(tx)));
+        let reply = rx.recv().unwrap().into_reply().unwrap();
+        assert_eq!(split(&reply).0, 0);
+        assert_eq!(server.workers(), 1);
     }
 
     fn open_device(fs: &Handler) -> Answer {

@@ -13,6 +13,7 @@ pub mod cuse;
 pub mod fuse;
 pub mod handler;
 pub mod ioctl;
+pub mod later;
 pub mod life;
 pub mod open_waiter;
 pub mod store;

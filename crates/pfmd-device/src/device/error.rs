@@ -33,6 +33,11 @@ pub enum DeviceError {
     Internal(String),
     #[error("host error: {0}")]
     Host(String, Errno),
+    /// Not an answer: the request would wait for its open, or take long,
+    /// on a thread that serves other callers. The transport runs it again
+    /// where waiting is fine ([`Waiting::Allowed`](super::Waiting)).
+    #[error("the request is served elsewhere")]
+    ServeElsewhere,
 }
 
 impl From<crate::policy::CallerError> for DeviceError {
@@ -56,6 +61,8 @@ impl DeviceError {
             Self::CpuOffline(_) => Errno::ENXIO,
             Self::Internal(_) => Errno::EIO,
             Self::Host(_, errno) => *errno,
+            // Never sent: a transport that sees it serves the request again.
+            Self::ServeElsewhere => Errno::EAGAIN,
         }
     }
 
@@ -74,6 +81,7 @@ impl DeviceError {
             Self::CpuOffline(_) => "ENXIO",
             Self::Internal(_) => "EIO",
             Self::Host(..) => "host errors",
+            Self::ServeElsewhere => "EAGAIN",
         }
     }
 

@@ -43,7 +43,7 @@ use pfm_model::{EventMap, Implementation, Model};
 use session::Session;
 use std::collections::HashMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use store::Store;
 
@@ -122,7 +122,29 @@ struct Slot {
     /// bound to it (logged once).
     one_cpu: Option<u32>,
     left_one_cpu: AtomicBool,
+    /// The open's PME threads after its last request: past
+    /// [`QUICK_PME_THREADS`], its requests are served off the transport's
+    /// serving threads.
+    pme_threads: AtomicUsize,
 }
+
+/// Whether a request may wait for its open (another request on it) and
+/// take long. A thread that serves every caller must not: one user's
+/// slow changes would hold it, and everyone else would wait for a free
+/// one (docs/device.md §8).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Waiting {
+    /// A thread of the open's own (the transport's per-open worker).
+    Allowed,
+    /// A serving thread: a request that would wait, or whose open follows
+    /// many PME threads, is [`DeviceError::ServeElsewhere`].
+    Refused,
+}
+
+/// PME threads past which an open's requests are served off the serving
+/// threads: a settings change opens host events on each thread on each
+/// CPU (255 threads on 2 CPUs took 15 to 30 ms).
+pub const QUICK_PME_THREADS: usize = 8;
 
 /// Now, in nanoseconds since the first call, never 0.
 fn stamp() -> u64 {
@@ -322,6 +344,7 @@ impl Device {
                     closed: AtomicU64::new(0),
                     one_cpu,
                     left_one_cpu: AtomicBool::new(false),
+                    pme_threads: AtomicUsize::new(0),
                 }),
             );
         tracing::debug!(file = id, tid = caller.tid(), ?mode, "opened");
@@ -422,10 +445,23 @@ impl Device {
         offset: u64,
         size: u32,
     ) -> Result<Vec<u8>, DeviceError> {
+        self.read_as(id, caller, offset, size, Waiting::Allowed)
+    }
+
+    /// [`Device::read`], or [`DeviceError::ServeElsewhere`] where it would
+    /// wait and `waiting` refuses that.
+    pub fn read_as(
+        &self,
+        id: FileId,
+        caller: &Caller,
+        offset: u64,
+        size: u32,
+        waiting: Waiting,
+    ) -> Result<Vec<u8>, DeviceError> {
         contained("read", || {
             let slot = self.file(id)?;
             note_left_one_cpu(&slot, caller);
-            let mut file = lock(&slot.file);
+            let mut file = lock_as(&slot, waiting)?;
             // Profiling deselected: nothing to read, as PCNTGETRSIZE says
             // (the buckets stay for a later PCNTSETITEMS that selects it).
             if !file.settings.items.contains(Items::PROFILING) {
@@ -524,13 +560,27 @@ impl Device {
         cmd: u32,
         data: &[u8],
     ) -> Result<IoctlReply, DeviceError> {
+        self.ioctl_as(id, caller, cmd, data, Waiting::Allowed)
+    }
+
+    /// [`Device::ioctl`], or [`DeviceError::ServeElsewhere`] where it would
+    /// wait or take long and `waiting` refuses that.
+    pub fn ioctl_as(
+        &self,
+        id: FileId,
+        caller: &Caller,
+        cmd: u32,
+        data: &[u8],
+        waiting: Waiting,
+    ) -> Result<IoctlReply, DeviceError> {
         let name = numbers::name(cmd).unwrap_or("?");
         let result = contained(name, || {
             let request = pfm_abi::decode(cmd, data)?;
-            self.request(id, caller, request)
+            self.request_as(id, caller, request, waiting)
         });
         match &result {
             Ok(_) => tracing::trace!(file = id, tid = caller.tid(), cmd = name, "ioctl"),
+            Err(DeviceError::ServeElsewhere) => {}
             Err(e) => {
                 tracing::debug!(
                     file = id,
@@ -552,6 +602,16 @@ impl Device {
         caller: &Caller,
         request: Request,
     ) -> Result<IoctlReply, DeviceError> {
+        self.request_as(id, caller, request, Waiting::Allowed)
+    }
+
+    fn request_as(
+        &self,
+        id: FileId,
+        caller: &Caller,
+        request: Request,
+        waiting: Waiting,
+    ) -> Result<IoctlReply, DeviceError> {
         let family = self.model.family();
         if let Some(wanted) = request.family().filter(|f| *f != family) {
             return Err(DeviceError::invalid(format!(
@@ -560,16 +620,35 @@ impl Device {
             )));
         }
         let slot = self.file(id)?;
+        let mut file = lock_as(&slot, waiting)?;
         slot.closed.store(0, Ordering::Relaxed);
         note_left_one_cpu(&slot, caller);
-        let mut file = lock(&slot.file);
         self.check_cpu_online(&file, &request)?;
-        Session {
+        let reply = Session {
             device: self,
             file: &mut file,
             caller,
         }
-        .serve(request)
+        .serve(request);
+        slot.pme_threads
+            .store(file.settings.pme.len(), Ordering::Relaxed);
+        reply
+    }
+}
+
+/// The open's lock, as `waiting` allows: a serving thread neither waits for
+/// it nor takes an open that follows many PME threads.
+fn lock_as(slot: &Slot, waiting: Waiting) -> Result<MutexGuard<'_, OpenFile>, DeviceError> {
+    if waiting == Waiting::Allowed {
+        return Ok(lock(&slot.file));
+    }
+    if slot.pme_threads.load(Ordering::Relaxed) > QUICK_PME_THREADS {
+        return Err(DeviceError::ServeElsewhere);
+    }
+    match slot.file.try_lock() {
+        Ok(file) => Ok(file),
+        Err(std::sync::TryLockError::Poisoned(poisoned)) => Ok(poisoned.into_inner()),
+        Err(std::sync::TryLockError::WouldBlock) => Err(DeviceError::ServeElsewhere),
     }
 }
 

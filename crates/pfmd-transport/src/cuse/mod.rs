@@ -151,12 +151,13 @@ impl CuseTransport {
         )?;
         node::apply_permissions(&device_path, options.mode, options.gid)?;
         let session = Arc::new(Session {
-            handler: Handler {
+            handler: Arc::new(Handler {
                 device,
                 kind: ChannelKind::Cuse,
                 channel_flags: 0,
-            },
-            channel,
+            }),
+            channel: Arc::new(channel),
+            later: crate::later::LaterServer::default(),
             life: Life::new(on_lost),
         });
         let mut transport = CuseTransport {

@@ -5,9 +5,11 @@ use super::CuseError;
 use super::channel::{Channel, Received};
 use crate::abi::*;
 use crate::handler::{Answer, Handler};
+use crate::later::{LaterReply, LaterServer};
 use crate::life::Life;
 use crate::wire::{self, Op};
 use nix::errno::Errno;
+use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
 /// Bytes a read of a request needs: the largest is an ioctl carrying a full
@@ -74,9 +76,51 @@ pub fn handshake(channel: &Channel, dev_name: &str) -> Result<(), CuseError> {
 
 /// Shared by the reader threads.
 pub struct Session {
-    pub handler: Handler,
-    pub channel: Channel,
+    pub handler: Arc<Handler>,
+    pub channel: Arc<Channel>,
+    pub later: LaterServer,
     pub life: Life,
+}
+
+/// The reply to a request its open's worker served, written by the worker.
+struct CuseLater {
+    channel: Arc<Channel>,
+    unique: u64,
+}
+
+impl LaterReply for CuseLater {
+    fn deliver(self: Box<Self>, answer: Answer) {
+        let reply = match reply_of(answer) {
+            (Some(reply), _) => reply,
+            (None, _) => wire::reply_error(self.unique, Errno::EIO),
+        };
+        if let Err(e) = self.channel.send(&reply)
+            && e.raw_os_error() != Some(libc::ENODEV)
+        {
+            tracing::error!("writing a CUSE reply: {e}");
+        }
+    }
+}
+
+/// The reply to send for `answer`, and whether the session ends after it.
+fn reply_of(answer: Answer) -> (Option<Vec<u8>>, bool) {
+    match answer {
+        Answer::Reply(reply) => (Some(reply), false),
+        Answer::Last(reply) => (Some(reply), true),
+        Answer::Nothing => (None, false),
+        // CUSE sends no FLUSH, so no open waits for its own release here.
+        Answer::WaitForRelease { unique, open, .. } => {
+            (Some(wire::reply_error(unique, open.error().errno())), false)
+        }
+        // Unrestricted ioctls never store from here; a kernel that sent a
+        // restricted one anyway is answered EIO rather than written from
+        // this thread.
+        Answer::AfterStore(job) => {
+            tracing::error!("a restricted ioctl over CUSE: not storing from a reader");
+            (Some(wire::reply_error(job.unique, Errno::EIO)), false)
+        }
+        Answer::Later { request, .. } => (Some(request.unexpected()), false),
+    }
 }
 
 impl Session {
@@ -87,23 +131,15 @@ impl Session {
             match self.channel.receive(&mut buf, self.life.stopping_flag()) {
                 Ok(Received::Request(n)) => {
                     let (reply, end) = match self.handler.answer(&buf[..n]) {
-                        Answer::Reply(reply) => (Some(reply), false),
-                        Answer::Last(reply) => (Some(reply), true),
-                        Answer::Nothing => (None, false),
-                        // CUSE sends no FLUSH, so no open waits for its
-                        // own release here.
-                        Answer::WaitForRelease { unique, open, .. } => {
-                            (Some(wire::reply_error(unique, open.error().errno())), false)
+                        Answer::Later { request, .. } => {
+                            let reply = CuseLater {
+                                channel: Arc::clone(&self.channel),
+                                unique: request.unique,
+                            };
+                            self.later.serve(&self.handler, request, Box::new(reply));
+                            continue;
                         }
-                        // Unrestricted ioctls never store from here; a
-                        // kernel that sent a restricted one anyway is
-                        // answered EIO rather than written from this thread.
-                        Answer::AfterStore(job) => {
-                            tracing::error!(
-                                "a restricted ioctl over CUSE: not storing from a reader"
-                            );
-                            (Some(wire::reply_error(job.unique, Errno::EIO)), false)
-                        }
+                        answer => reply_of(answer),
                     };
                     if let Some(reply) = reply
                         && let Err(e) = self.channel.send(&reply)

@@ -9,9 +9,11 @@ use super::FuseError;
 use crate::abi::*;
 use crate::device::{DeviceError, FileId};
 use crate::handler::{Answer, Handler, opened_reply};
+use crate::later::{LaterReply, LaterServer};
 use crate::open_waiter::{OpenReply, OpenWaiter};
 use crate::store::{StoreJob, StoreLink};
 use crate::wire;
+use nix::errno::Errno;
 use nix::mount::{MsFlags, mount};
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Write};
@@ -181,13 +183,53 @@ impl OpenReply for ClassicReply {
     }
 }
 
+/// A request served by its open's worker, answered on the classic channel:
+/// any thread may write a reply, or hand a store to the helper, which
+/// writes the reply to the clone `index` names.
+struct ClassicLater {
+    dev: Arc<File>,
+    stores: Arc<StoreLink>,
+    index: usize,
+}
+
+impl LaterReply for ClassicLater {
+    fn deliver(self: Box<Self>, answer: Answer) {
+        if let Some(reply) = after(answer, &self.stores, self.index) {
+            let _ = send(&self.dev, &reply, self.index);
+        }
+    }
+}
+
+/// What a classic reader sends for `answer` (a store goes to the helper,
+/// which sends the reply itself); `None` for nothing to send.
+fn after(answer: Answer, stores: &StoreLink, index: usize) -> Option<Vec<u8>> {
+    match answer {
+        Answer::Reply(reply) | Answer::Last(reply) => Some(reply),
+        Answer::Nothing => None,
+        Answer::AfterStore(job) => {
+            let job = StoreJob {
+                tag: index as u64,
+                ..job
+            };
+            match stores.submit(&job) {
+                Ok(()) => None,
+                Err(errno) => Some(wire::reply_error(job.unique, errno)),
+            }
+        }
+        // A worker's answer is neither (the handler waits there).
+        Answer::WaitForRelease { unique, .. } => Some(wire::reply_error(unique, Errno::EIO)),
+        Answer::Later { request, .. } => Some(request.unexpected()),
+    }
+}
+
 /// One classic reader: a request per read(2), a reply per write(2), until
 /// the connection ends (unmount: `ENODEV`).
 pub fn classic_loop(
     dev: Arc<File>,
-    handler: &Handler,
+    handler: &Arc<Handler>,
     waiter: &OpenWaiter<ClassicReply>,
-    stores: &StoreLink,
+    stores: &Arc<StoreLink>,
+    later: &LaterServer,
     index: usize,
 ) {
     let mut buf = vec![0u8; READ_BUFFER];
@@ -206,24 +248,25 @@ pub fn classic_loop(
             },
         };
         let reply = match handler.answer(&buf[..n]) {
-            Answer::Reply(reply) | Answer::Last(reply) => reply,
-            Answer::Nothing => continue,
             Answer::WaitForRelease { unique, open, .. } => {
                 let dev = Arc::clone(&dev);
                 waiter.wait(open, ClassicReply { dev, unique });
                 continue;
             }
-            Answer::AfterStore(job) => {
-                let job = StoreJob {
-                    tag: index as u64,
-                    ..job
+            Answer::Later { request, .. } => {
+                let reply = ClassicLater {
+                    dev: Arc::clone(&dev),
+                    stores: Arc::clone(stores),
+                    index,
                 };
-                // The store helper writes the reply once it is stored.
-                match stores.submit(&job) {
-                    Ok(()) => continue,
-                    Err(errno) => wire::reply_error(job.unique, errno),
-                }
+                later.serve(handler, request, Box::new(reply));
+                continue;
             }
+            // The store helper writes a store's reply once it is stored.
+            answer => match after(answer, stores, index) {
+                Some(reply) => reply,
+                None => continue,
+            },
         };
         if !send(&dev, &reply, index) {
             return;

@@ -49,6 +49,7 @@ pub mod queue;
 pub mod ring;
 
 use super::handler::{ChannelKind, FILE_NAME, FileFacts, Handler};
+use super::later::LaterServer;
 use super::life::Life;
 use super::open_waiter::OpenWaiter;
 use super::store::StoreHelper;
@@ -200,6 +201,7 @@ struct ClassicChannel {
     stores: Arc<super::store::StoreLink>,
     handler: Arc<Handler>,
     waiter: OpenWaiter<ClassicReply>,
+    later: LaterServer,
 }
 
 /// A mounted device. Dropping it unmounts.
@@ -300,6 +302,7 @@ impl FuseTransport {
             files,
             handler: classic,
             waiter: classic_waiter,
+            later: LaterServer::default(),
         };
         // Until every queue has an entry the kernel keeps using the classic
         // channel, so a reader starts first.
@@ -309,7 +312,7 @@ impl FuseTransport {
                 channel_flags: pfm_abi::PFM_INFO_URING,
                 ..Handler::clone(&classic_channel.handler)
             });
-            match transport.start_rings(&dev, &ring, &device) {
+            match transport.start_rings(&dev, &ring, &device, &classic_channel.later) {
                 Ok(queues) => {
                     transport.uring = true;
                     tracing::info!(
@@ -354,16 +357,17 @@ impl FuseTransport {
     ) -> Result<(), FuseError> {
         for index in indices {
             let file = Arc::clone(&channel.files[index]);
-            let (handler, waiter, stores) = (
+            let (handler, waiter, stores, later) = (
                 Arc::clone(&channel.handler),
                 channel.waiter.clone(),
                 Arc::clone(&channel.stores),
+                channel.later.clone(),
             );
             let life = Arc::clone(&self.life);
             let thread = std::thread::Builder::new()
                 .name(format!("fuse-{index}"))
                 .spawn(move || {
-                    conn::classic_loop(file, &handler, &waiter, &stores, index);
+                    conn::classic_loop(file, &handler, &waiter, &stores, &later, index);
                     life.ended("FUSE", CLASSIC_READER_ENDED);
                 })
                 .map_err(FuseError::io("starting a FUSE reader"))?;
@@ -379,6 +383,7 @@ impl FuseTransport {
         dev: &Arc<File>,
         handler: &Arc<Handler>,
         device: &Arc<Device>,
+        later: &LaterServer,
     ) -> Result<usize, FuseError> {
         let queues = possible_cpus().map_err(FuseError::Unavailable)?;
         let (online, _) = online_split().map_err(FuseError::Unavailable)?;
@@ -396,6 +401,7 @@ impl FuseTransport {
                 dev: Arc::clone(dev),
                 handler: Arc::clone(handler),
                 waiter: waiter.clone(),
+                later: later.clone(),
                 stores: self
                     .store_helper()
                     .link(cpu, &[])

@@ -10,10 +10,14 @@
 //! whose answer comes back through the queue's [`Mailbox`] (an eventfd the
 //! ring polls); a pointer ioctl's store goes to the store helper over the
 //! queue's own [`StoreLink`], sent and received by the ring itself (no
-//! syscall of its own). Either answer is committed from this thread. At most all entries but one wait so, so a
+//! syscall of its own); a request that would wait for its open goes to the
+//! open's worker ([`LaterServer`]), whose answer comes back through the
+//! mailbox too (a store it yields is then sent from here). Every answer is
+//! committed from this thread. At most all entries but one wait so, so a
 //! queue always has an entry for a RELEASE or a quick request, and at most
-//! [`WAITING_PER_USER`] of one kind (stores, opens) for one user; a store
-//! past either is `EAGAIN`.
+//! [`WAITING_PER_USER`] of one kind (stores, opens, worker requests) for one
+//! user; a store past either is `EAGAIN`, and a worker request past either
+//! is served here, waiting as it needs.
 
 use super::FuseError;
 use super::entries::Entries;
@@ -21,6 +25,7 @@ use super::ring;
 use crate::abi::*;
 use crate::device::{DeviceError, FileId};
 use crate::handler::{Answer, Handler, opened_reply};
+use crate::later::{LaterReply, LaterServer};
 use crate::open_waiter::{OpenReply, OpenWaiter};
 use crate::store::{StoreJob, StoreLink};
 use crate::wire;
@@ -50,7 +55,17 @@ pub const WAITING_PER_USER: usize = 3;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Waiting {
     uid: u32,
-    store: bool,
+    kind: WaitingFor,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum WaitingFor {
+    /// The store helper.
+    Store,
+    /// A release in flight (the open waiter).
+    Release,
+    /// Its open's worker ([`LaterServer`]).
+    Worker,
 }
 
 /// Which queue a ring serves, and how.
@@ -66,10 +81,17 @@ pub struct QueueSpec {
     pub entries: usize,
 }
 
+/// What another thread produced for an entry of this queue: its reply, or
+/// a store to hand to the helper (a request a worker served).
+enum Posted {
+    Reply(Vec<u8>),
+    Store(StoreJob),
+}
+
 /// Answers that other threads produced for entries of this queue.
 pub struct Mailbox {
     event: EventFd,
-    replies: Mutex<Vec<(usize, Vec<u8>)>>,
+    replies: Mutex<Vec<(usize, Posted)>>,
 }
 
 impl Mailbox {
@@ -81,7 +103,7 @@ impl Mailbox {
     }
 
     /// Queues `reply` for entry `index` and wakes the ring.
-    fn post(&self, index: usize, reply: Vec<u8>) {
+    fn post(&self, index: usize, reply: Posted) {
         self.replies
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -91,7 +113,7 @@ impl Mailbox {
         }
     }
 
-    fn take(&self) -> Vec<(usize, Vec<u8>)> {
+    fn take(&self) -> Vec<(usize, Posted)> {
         // Reset the counter first: a post after it wakes the ring again.
         let _ = self.event.read();
         std::mem::take(&mut *self.replies.lock().unwrap_or_else(|e| e.into_inner()))
@@ -107,11 +129,35 @@ pub struct RingReply {
 
 impl OpenReply for RingReply {
     fn opened(self, id: FileId) {
-        self.mailbox.post(self.index, opened_reply(self.unique, id));
+        let reply = opened_reply(self.unique, id);
+        self.mailbox.post(self.index, Posted::Reply(reply));
     }
     fn refused(self, error: &DeviceError) {
-        self.mailbox
-            .post(self.index, wire::reply_error(self.unique, error.errno()));
+        let reply = wire::reply_error(self.unique, error.errno());
+        self.mailbox.post(self.index, Posted::Reply(reply));
+    }
+}
+
+/// A request its open's worker served, answered through the queue's
+/// mailbox: the ring commits the reply, or sends the store.
+struct RingLater {
+    mailbox: Arc<Mailbox>,
+    index: usize,
+    unique: u64,
+}
+
+impl LaterReply for RingLater {
+    fn deliver(self: Box<Self>, answer: Answer) {
+        let posted = match answer {
+            Answer::Reply(reply) | Answer::Last(reply) => Posted::Reply(reply),
+            Answer::AfterStore(job) => Posted::Store(job),
+            Answer::Later { request, .. } => Posted::Reply(request.unexpected()),
+            // The entry must come back whatever the answer.
+            Answer::Nothing | Answer::WaitForRelease { .. } => {
+                Posted::Reply(wire::reply_error(self.unique, Errno::EIO))
+            }
+        };
+        self.mailbox.post(self.index, posted);
     }
 }
 
@@ -120,6 +166,7 @@ pub struct Shared {
     pub dev: Arc<File>,
     pub handler: Arc<Handler>,
     pub waiter: OpenWaiter<RingReply>,
+    pub later: LaterServer,
     /// This queue's link to the store helper.
     pub stores: StoreLink,
 }
@@ -246,8 +293,11 @@ pub fn serve(shared: Shared, spec: QueueSpec, ready: Sender<Result<(), FuseError
                         io::Error::from_raw_os_error(-result)
                     );
                 }
-                for (index, reply) in mailbox.take() {
-                    queue.commit_waiting(index, &reply);
+                for (index, posted) in mailbox.take() {
+                    match posted {
+                        Posted::Reply(reply) => queue.commit_waiting(index, &reply),
+                        Posted::Store(job) => queue.store_waiting(index, job, link),
+                    }
                 }
                 arm_poll(&mut queue.ring, mailbox.event.as_fd().as_raw_fd(), WAKE);
                 continue;
@@ -420,6 +470,30 @@ impl Queue {
         true
     }
 
+    /// Sends the store of entry `index`, which waited for its worker: it
+    /// waits for the helper now (counted as a store from then on).
+    fn store_waiting(&mut self, index: usize, job: StoreJob, link: i32) {
+        let job = StoreJob {
+            tag: index as u64,
+            ..job
+        };
+        match StoreLink::message(&job) {
+            Ok(message) if self.waiting.get(index).is_some_and(Option::is_some) => {
+                self.waiting[index] = Some(Waiting {
+                    uid: job.uid,
+                    kind: WaitingFor::Store,
+                });
+                self.send_store(index, message, link);
+            }
+            Ok(_) => tracing::error!(
+                qid = self.qid,
+                index,
+                "a store for an entry that waits for none"
+            ),
+            Err(errno) => self.commit_waiting(index, &wire::reply_error(job.unique, errno)),
+        }
+    }
+
     /// Commits the answer that entry `index` waited for.
     fn commit_waiting(&mut self, index: usize, reply: &[u8]) {
         match self.waiting.get_mut(index).and_then(Option::take) {
@@ -443,8 +517,38 @@ impl Queue {
             return;
         };
         let commit_id = ring::commit_id(header);
-        let reply = match ring::request_into(header, payload, &mut self.request) {
+        let answer = match ring::request_into(header, payload, &mut self.request) {
             Ok(()) => match shared.handler.answer(&self.request) {
+                Answer::Later { uid, request }
+                    if self.may_wait(Waiting {
+                        uid,
+                        kind: WaitingFor::Worker,
+                    }) =>
+                {
+                    self.waiting[index] = Some(Waiting {
+                        uid,
+                        kind: WaitingFor::Worker,
+                    });
+                    let unique = request.unique;
+                    let reply = RingLater {
+                        mailbox: Arc::clone(mailbox),
+                        index,
+                        unique,
+                    };
+                    shared
+                        .later
+                        .serve(&shared.handler, request, Box::new(reply));
+                    return;
+                }
+                // Every entry but this one waits, or all this user may:
+                // served here, waiting as it needs.
+                Answer::Later { .. } => Ok(shared.handler.answer_waiting(&self.request)),
+                answer => Ok(answer),
+            },
+            Err(e) => Err(e),
+        };
+        let reply = match answer {
+            Ok(answer) => match answer {
                 Answer::Reply(reply) | Answer::Last(reply) => reply,
                 // FORGET and INTERRUPT never come this way (the kernel
                 // keeps them on the classic channel); the entry must
@@ -453,7 +557,7 @@ impl Queue {
                 Answer::AfterStore(job)
                     if self.may_wait(Waiting {
                         uid: job.uid,
-                        store: true,
+                        kind: WaitingFor::Store,
                     }) =>
                 {
                     let job = StoreJob {
@@ -464,7 +568,7 @@ impl Queue {
                         Ok(message) => {
                             self.waiting[index] = Some(Waiting {
                                 uid: job.uid,
-                                store: true,
+                                kind: WaitingFor::Store,
                             });
                             self.send_store(index, message, shared.stores.fd().as_raw_fd());
                             return;
@@ -476,9 +580,15 @@ impl Queue {
                 // every entry but this one waits: no store may hold it.
                 Answer::AfterStore(job) => wire::reply_error(job.unique, Errno::EAGAIN),
                 Answer::WaitForRelease { unique, uid, open }
-                    if self.may_wait(Waiting { uid, store: false }) =>
+                    if self.may_wait(Waiting {
+                        uid,
+                        kind: WaitingFor::Release,
+                    }) =>
                 {
-                    self.waiting[index] = Some(Waiting { uid, store: false });
+                    self.waiting[index] = Some(Waiting {
+                        uid,
+                        kind: WaitingFor::Release,
+                    });
                     let mailbox = Arc::clone(mailbox);
                     shared.waiter.wait(
                         open,
@@ -493,6 +603,7 @@ impl Queue {
                 Answer::WaitForRelease { unique, open, .. } => {
                     wire::reply_error(unique, open.error().errno())
                 }
+                Answer::Later { request, .. } => request.unexpected(),
             },
             Err(e) => {
                 tracing::error!(qid = self.qid, "{e}");
