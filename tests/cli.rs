@@ -188,42 +188,32 @@ fn tools_check_their_output_files_before_running_the_command() {
         );
         assert!(!marker.exists(), "{tool} {option}: the command ran");
     }
-    // A run refused after the check (an event that does not exist) leaves
-    // the file that was there as it was: a typo costs no earlier result.
+    // A run refused after the check (an event that does not exist, a
+    // command that cannot start) leaves the file that was there as it was:
+    // a typo costs no earlier result.
     let kept = dir.path().join("kept");
-    for (tool, option) in [
-        ("pfmstat", "-o"),
-        ("pfmprof", "-o"),
-        ("pfmprof", "--output"),
+    let unknown_event: &[&str] = &["-e", "nosuch", "sh", "-c", &command];
+    let no_command: &[&str] = &["/nonexistent/command"];
+    for (tool, option, rest) in [
+        ("pfmstat", "-o", unknown_event),
+        ("pfmprof", "-o", unknown_event),
+        ("pfmprof", "--output", unknown_event),
+        ("pfmstat", "-o", no_command),
+        ("pfmprof", "-o", no_command),
     ] {
         std::fs::write(&kept, "an earlier result\n").unwrap();
         let out = run(common::tool(tool, &daemon)
             .arg(option)
             .arg(&kept)
-            .args(["-e", "nosuch", "sh", "-c", &command]));
-        assert_ne!(out.status.code(), Some(0), "{tool} {option}");
+            .args(rest));
+        assert_ne!(out.status.code(), Some(0), "{tool} {option} {rest:?}");
         assert_eq!(
             std::fs::read_to_string(&kept).unwrap(),
             "an earlier result\n",
-            "{tool} {option}: {}",
+            "{tool} {option} {rest:?}: {}",
             String::from_utf8_lossy(&out.stderr)
         );
         assert!(!marker.exists(), "{tool} {option}: the command ran");
-    }
-    // So does a command that cannot start.
-    for (tool, option) in [("pfmstat", "-o"), ("pfmprof", "-o")] {
-        std::fs::write(&kept, "an earlier result\n").unwrap();
-        let out = run(common::tool(tool, &daemon)
-            .arg(option)
-            .arg(&kept)
-            .arg("/nonexistent/command"));
-        assert_ne!(out.status.code(), Some(0), "{tool} {option}");
-        assert_eq!(
-            std::fs::read_to_string(&kept).unwrap(),
-            "an earlier result\n",
-            "{tool} {option}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
     }
 }
 
