@@ -36,7 +36,6 @@ pub use error::DeviceError;
 
 use crate::backend::Backend;
 use crate::policy::{Caller, SecurityPolicy};
-use budget::Resource;
 use open_file::{OpenFile, Opening};
 use pfm_abi::{Items, OpenMode, Request, numbers};
 use pfm_model::{EventMap, Implementation, Model};
@@ -468,58 +467,7 @@ impl Device {
                 file.sampled.read_snapshots.clear();
                 return Ok(Vec::new());
             }
-            // Every piece of one call comes from the same thread: each
-            // reading thread has its snapshot, so two threads reading one
-            // descriptor, or a range set meanwhile, cut no call short. A
-            // piece past 0 with none (a fifth reader took its place) is
-            // served from a new one rather than short.
-            let (reader, uid) = (caller.tid(), file.opener.uid);
-            let snapshots = &mut file.sampled.read_snapshots;
-            let mine = snapshots.iter().position(|s| s.reader == reader);
-            let index = match mine {
-                Some(i) if offset != 0 => i,
-                _ => {
-                    if let Some(i) = mine {
-                        snapshots.remove(i);
-                    }
-                    file.drain_samples();
-                    let buckets = file.sampled.histograms.lock().profile_snapshot();
-                    let snapshots = &mut file.sampled.read_snapshots;
-                    // The profile's charge covers one kept copy; another
-                    // thread's is charged on its own, or the others give way.
-                    let charge = if snapshots.is_empty() {
-                        None
-                    } else {
-                        let bytes = buckets.byte_len() as u64;
-                        match self.budgets.charge(uid, Resource::ProfileBytes, bytes) {
-                            Ok(charge) => Some(charge),
-                            Err(_) => {
-                                snapshots.clear();
-                                None
-                            }
-                        }
-                    };
-                    if snapshots.len() >= open_file::READ_SNAPSHOTS {
-                        snapshots.remove(0);
-                    }
-                    snapshots.push(open_file::ReadSnapshot {
-                        reader,
-                        buckets,
-                        charge,
-                    });
-                    snapshots.len() - 1
-                }
-            };
-            let snapshots = &mut file.sampled.read_snapshots;
-            let offset = usize::try_from(offset).unwrap_or(usize::MAX);
-            let snapshot = &snapshots[index].buckets;
-            let bytes = snapshot.bytes(offset, size as usize);
-            if offset.saturating_add(bytes.len()) >= snapshot.byte_len() {
-                // The call has everything: the snapshot's chunks go back to
-                // being the live buckets' alone.
-                snapshots.remove(index);
-            }
-            Ok(bytes)
+            Ok(file.read_profile(caller.tid(), offset, size as usize, &self.budgets))
         })
     }
 

@@ -400,6 +400,66 @@ impl OpenFile {
         self.tallies = restored;
     }
 
+    /// One piece of a `read(2)` call by thread `reader`: bytes from
+    /// `offset` of the snapshot the call's first piece took. Every piece of
+    /// a call comes from its thread, and each reading thread has its own
+    /// snapshot, so two threads reading one descriptor, or a range set
+    /// meanwhile, cut no call short. A piece past 0 with none (a fifth
+    /// reader took its place) is served from a new one rather than short.
+    pub fn read_profile(
+        &mut self,
+        reader: i32,
+        offset: u64,
+        size: usize,
+        budgets: &Budgets,
+    ) -> Vec<u8> {
+        let mine = (self.sampled.read_snapshots.iter()).position(|s| s.reader == reader);
+        let index = match mine {
+            Some(i) if offset != 0 => i,
+            _ => {
+                if let Some(i) = mine {
+                    self.sampled.read_snapshots.remove(i);
+                }
+                self.drain_samples();
+                let buckets = self.sampled.histograms.lock().profile_snapshot();
+                let snapshots = &mut self.sampled.read_snapshots;
+                // The profile's charge covers one kept copy; another
+                // thread's is charged on its own, or the others give way.
+                let charge = if snapshots.is_empty() {
+                    None
+                } else {
+                    let bytes = buckets.byte_len() as u64;
+                    match budgets.charge(self.opener.uid, Resource::ProfileBytes, bytes) {
+                        Ok(charge) => Some(charge),
+                        Err(_) => {
+                            snapshots.clear();
+                            None
+                        }
+                    }
+                };
+                if snapshots.len() >= READ_SNAPSHOTS {
+                    snapshots.remove(0);
+                }
+                snapshots.push(ReadSnapshot {
+                    reader,
+                    buckets,
+                    charge,
+                });
+                snapshots.len() - 1
+            }
+        };
+        let snapshots = &mut self.sampled.read_snapshots;
+        let offset = usize::try_from(offset).unwrap_or(usize::MAX);
+        let snapshot = &snapshots[index].buckets;
+        let bytes = snapshot.bytes(offset, size);
+        if offset.saturating_add(bytes.len()) >= snapshot.byte_len() {
+            // The call has everything: the snapshot's chunks go back to
+            // being the live buckets' alone.
+            snapshots.remove(index);
+        }
+        bytes
+    }
+
     /// Delivers every sample taken so far into the histograms.
     pub fn drain_samples(&mut self) {
         for sampler in &mut self.host.samplers {
