@@ -17,7 +17,10 @@
 //!   on CUSE, stored by the store helper on FUSE:
 //!   [`Answer::AfterStore`]); RELEASE → `Device::release`; FLUSH →
 //!   `Device::flush`; POLL → `ENOSYS` (the kernel then takes the device as
-//!   always ready, which it is);
+//!   always ready, which it is); a READ or IOCTL that would wait for its
+//!   open, or whose open follows many PME threads, is [`Answer::Later`] on a
+//!   serving thread ([`Handler::answer`]) and answered in full by the open's
+//!   worker ([`Handler::answer_waiting`]);
 //! - INTERRUPT, FORGET and their kind: no reply (every handler answers
 //!   without waiting, so an interrupted request is answered soon anyway);
 //!   DESTROY: a reply, and the session ends; INIT or CUSE_INIT after the
