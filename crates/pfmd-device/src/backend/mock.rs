@@ -33,6 +33,9 @@ struct World {
     reused: HashMap<i32, u64>,
     /// Threads not owned by [`THREAD_OWNER`].
     owners: HashMap<i32, (u32, u32)>,
+    /// Threads whose owner changes as soon as an event opens on them (a
+    /// setuid exec racing with the open).
+    owner_on_open: HashMap<i32, (u32, u32)>,
 }
 
 /// Who owns a thread's `/proc` files unless a test says otherwise: the
@@ -102,6 +105,12 @@ impl MockBackend {
     /// setuid program made it not dumpable).
     pub fn set_thread_owner(&self, tid: i32, owner: (u32, u32)) {
         self.world.lock().unwrap().owners.insert(tid, owner);
+    }
+
+    /// Thread `tid` shows as owned by `owner` once the next event on it
+    /// has opened.
+    pub fn set_thread_owner_on_open(&self, tid: i32, owner: (u32, u32)) {
+        self.world.lock().unwrap().owner_on_open.insert(tid, owner);
     }
 
     /// Thread `tid` exits and a new thread gets its number.
@@ -319,7 +328,14 @@ impl Backend for MockBackend {
                 });
             }
         }
-        self.world.lock().unwrap().opened.push(spec.clone());
+        let mut world = self.world.lock().unwrap();
+        world.opened.push(spec.clone());
+        if let Target::Thread(tid) = spec.target
+            && let Some(owner) = world.owner_on_open.remove(&tid)
+        {
+            world.owners.insert(tid, owner);
+        }
+        drop(world);
         let now = self.totals(spec);
         Ok(Box::new(MockGroup {
             backend: self.clone(),
@@ -335,9 +351,15 @@ impl Backend for MockBackend {
 
     fn thread_identity(&self, tid: i32) -> Option<ThreadIdentity> {
         let world = self.world.lock().unwrap();
-        (!world.exited.contains(&tid)).then(|| ThreadIdentity {
-            birth: world.reused.get(&tid).copied().unwrap_or(0),
-            owner: world.owners.get(&tid).copied().unwrap_or(THREAD_OWNER),
+        (!world.exited.contains(&tid)).then(|| {
+            let owner = world.owners.get(&tid).copied().unwrap_or(THREAD_OWNER);
+            ThreadIdentity {
+                birth: world.reused.get(&tid).copied().unwrap_or(0),
+                owner,
+                uids: [owner.0; 3],
+                gids: [owner.1; 3],
+                cap_permitted: 0,
+            }
         })
     }
 

@@ -182,4 +182,10 @@ pub struct ThreadIdentity {
     /// then removes the perf events others opened on it and refuses them
     /// new ones.
     pub owner: (u32, u32),
+    /// Its real, effective and saved uids and gids, and its permitted
+    /// capabilities: what the kernel compares with a caller's before it
+    /// lets it watch the thread (`__ptrace_may_access`).
+    pub uids: [u32; 3],
+    pub gids: [u32; 3],
+    pub cap_permitted: u64,
 }

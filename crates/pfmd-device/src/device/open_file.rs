@@ -226,6 +226,29 @@ pub struct HostPlan {
     callchain: bool,
 }
 
+impl HostPlan {
+    /// True when these host events count nothing `before`'s did not: the
+    /// same, or less (a counter, its sampling or an item off, fewer
+    /// threads or modes).
+    pub fn within(&self, before: &HostPlan) -> bool {
+        let modes = |m: ModeFilter| [m.user, m.kernel, m.hypervisor];
+        self.scope == before.scope
+            && self.shared == before.shared
+            && (!self.callchain || before.callchain)
+            && before.items.contains(self.items)
+            && self.pme.iter().all(|tid| before.pme.contains(tid))
+            && (modes(self.modes).iter().zip(modes(before.modes))).all(|(&now, was)| !now || was)
+            && self.counters.len() == before.counters.len()
+            && (self.counters.iter().zip(&before.counters)).all(|(now, was)| match (now, was) {
+                (None, _) => true,
+                (Some((terms, period)), Some((was_terms, was_period))) => {
+                    terms == was_terms && (period.is_none() || period == was_period)
+                }
+                (Some(_), None) => false,
+            })
+    }
+}
+
 /// How one counter is sampled: which host event, every how many host events,
 /// and the weight (ticks per sample) that keeps totals in interrupt units.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -758,7 +781,6 @@ impl OpenFile {
                 && self.host.exclusions.is_empty()
                 && self.host.samplers.is_empty()
         );
-        self.forget_exited_pme(backend);
         let cpus: Vec<u32> = self
             .opener
             .cpus
@@ -766,19 +788,49 @@ impl OpenFile {
             .copied()
             .filter(|c| online.contains(c))
             .collect();
-        let result = self
-            .charge_host_events(backend, budgets, cpus.len())
-            .and_then(|()| self.start_groups(backend, &cpus))
-            .and_then(|()| self.start_samplers(backend, khz, &cpus));
+        let mut result;
+        let mut tries = 0;
+        loop {
+            self.forget_exited_pme(backend);
+            result = self
+                .charge_host_events(backend, budgets, cpus.len())
+                .and_then(|()| self.start_groups(backend, &cpus))
+                .and_then(|()| self.start_samplers(backend, khz, &cpus));
+            // A thread that changed credentials (a setuid exec) between
+            // the look at its identity and the open has events the kernel
+            // did not remove (it removes them at the exec): looked at
+            // again after the open, it is forgotten and the events go. One
+            // that changes after this look had its events before the exec,
+            // and the kernel removes them there.
+            let changed = (self.settings.pme.iter())
+                .any(|(&tid, known)| backend.thread_identity(tid) != Some(*known));
+            tries += 1;
+            if result.is_err() || !changed || tries == 3 {
+                if changed {
+                    result = Err(DeviceError::Busy(
+                        "the open's threads kept changing credentials while their events opened"
+                            .into(),
+                    ));
+                }
+                break;
+            }
+            self.clear_host_events();
+        }
         if result.is_err() {
-            self.host.groups.clear();
-            self.host.exclusions.clear();
-            self.host.samplers.clear();
-            self.host.host_charges.clear();
+            self.clear_host_events();
         }
         self.host.system_wide_with_kernel =
             self.settings.scope == Scope::LogAll && self.modes().kernel;
         result
+    }
+
+    /// Closes the host events without reading them (none has counted
+    /// anything the open keeps) and refunds their budget.
+    fn clear_host_events(&mut self) {
+        self.host.groups.clear();
+        self.host.exclusions.clear();
+        self.host.samplers.clear();
+        self.host.host_charges.clear();
     }
 
     /// Charges the descriptors and ring memory the host events of the

@@ -39,6 +39,11 @@ impl Session<'_> {
                     .into(),
             ));
         }
+        // A new range shows other addresses of what the open samples: a
+        // profile the caller could start itself, or none (docs/device.md §8).
+        if self.file.settings.enabled {
+            super::session::check_may_start(self.device, self.caller, self.file)?;
+        }
         self.file.drain_samples();
         let mut histograms = self.file.sampled.histograms.lock();
         if kernel && let Some(profile) = histograms.profile.as_mut().filter(|p| p.caller_mode) {

@@ -107,12 +107,13 @@ impl Session<'_> {
         let collecting = file.sampled.histograms.lock().collecting();
         change(file);
         file.narrow_residuals(periods);
-        let same_plan = built && file.host_plan() == plan;
-        // New host events that count, or counting switched on: what the
-        // caller could not start with perf_event_open(2) itself is refused
-        // here, whoever enabled the open (a descriptor passed on keeps
-        // what it counts, never more).
-        let starts = file.settings.enabled && !(same_plan && was_enabled);
+        let new_plan = file.host_plan();
+        let same_plan = built && new_plan == plan;
+        // New host events that count more, or counting switched on: what
+        // the caller could not start with perf_event_open(2) itself is
+        // refused here, whoever enabled the open (a descriptor passed on
+        // keeps what it counts, or less, never more).
+        let starts = file.settings.enabled && !(built && was_enabled && new_plan.within(&plan));
         if starts && let Err(refused) = check_may_start(self.device, self.caller, file) {
             file.settings = before;
             file.tallies = tallies;
@@ -234,7 +235,7 @@ fn check_system_wide(device: &Device, caller: &Caller) -> Result<(), DeviceError
 /// changed since its PCNTLOGSELECT and that the caller may no longer watch
 /// is forgotten instead, as the kernel removes its own events from a thread
 /// at a setuid exec; one it may watch is taken as it is now.
-fn check_may_start(
+pub(super) fn check_may_start(
     device: &Device,
     caller: &Caller,
     file: &mut OpenFile,
@@ -252,7 +253,7 @@ fn check_may_start(
         else {
             return false;
         };
-        if policy.may_watch_thread(creds, tid, now.owner) {
+        if policy.may_watch_thread(creds, tid, &now) {
             *known = now;
         } else if now.owner != known.owner {
             tracing::debug!(tid, "PME thread changed credentials; it no longer counts");

@@ -20,6 +20,9 @@ pub struct Credentials {
     pub egid: u32,
     pub groups: Vec<u32>,
     pub cap_effective: u64,
+    /// Permitted capabilities: a thread with more is not the caller's to
+    /// watch (the kernel's ptrace rule).
+    pub cap_permitted: u64,
     /// The CPUs the thread may run on (its affinity mask).
     pub cpus_allowed: Vec<u32>,
     /// The thread lives in the initial user namespace. Capabilities held
@@ -83,6 +86,10 @@ impl Credentials {
                     creds.cap_effective = u64::from_str_radix(value, 16).ok()?;
                     seen += 1;
                 }
+                "CapPrm" => {
+                    creds.cap_permitted = u64::from_str_radix(value, 16).ok()?;
+                    seen += 1;
+                }
                 "Cpus_allowed_list" => {
                     creds.cpus_allowed = parse_cpu_list(value)?;
                     seen += 1;
@@ -90,7 +97,7 @@ impl Credentials {
                 _ => {}
             }
         }
-        (seen == 5).then_some(creds)
+        (seen == 6).then_some(creds)
     }
 }
 
@@ -239,7 +246,7 @@ impl Caller {
 mod tests {
     use super::*;
 
-    const STATUS: &str = "Name:\tcat\nTgid:\t41\nPid:\t42\nUid:\t1000\t1000\t1000\t1000\nGid:\t100\t100\t100\t100\nGroups:\t24 27 100\nCapEff:\t0000004000000000\nCpus_allowed_list:\t0-2,5\n";
+    const STATUS: &str = "Name:\tcat\nTgid:\t41\nPid:\t42\nUid:\t1000\t1000\t1000\t1000\nGid:\t100\t100\t100\t100\nGroups:\t24 27 100\nCapPrm:\t0000004000000000\nCapEff:\t0000004000000000\nCpus_allowed_list:\t0-2,5\n";
 
     #[test]
     fn parses_proc_status() {

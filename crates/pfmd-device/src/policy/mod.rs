@@ -6,6 +6,8 @@ mod credentials;
 
 pub use credentials::{Caller, CallerError, Credentials, parse_cpu_list, same_process};
 
+use crate::backend::ThreadIdentity;
+
 /// What callers may count, after the host's `perf_event_paranoid` (docs/device.md §8).
 #[derive(Debug, Clone, Default)]
 pub struct SecurityPolicy {
@@ -57,15 +59,21 @@ impl SecurityPolicy {
         self.trusted(c) || self.paranoid() <= 2
     }
 
-    /// Host events on thread `tid`, whose `/proc` files `owner` owns
-    /// ([`ThreadIdentity`](crate::backend::ThreadIdentity)), as
-    /// `perf_event_open(2)` allows them on a task: to a trusted caller, to
-    /// a thread of the same process, or where the caller's real uid and gid
-    /// own the thread and it is dumpable (ptrace read access). A thread
-    /// that is not dumpable shows as root's, and root's threads are
-    /// watched by trusted callers only.
-    pub fn may_watch_thread(&self, c: &Credentials, tid: i32, owner: (u32, u32)) -> bool {
-        self.trusted(c) || same_process(c.tgid, tid) || (owner == (c.uid, c.gid) && owner.0 != 0)
+    /// Host events on thread `tid`, as `perf_event_open(2)` allows them on
+    /// a task: to a trusted caller, to a thread of the same process, or
+    /// with ptrace read access (`__ptrace_may_access`): the thread's real,
+    /// effective and saved uids and gids are all the caller's real ones, it
+    /// is dumpable (its `/proc` files are not root's) and it holds no
+    /// capability the caller does not. Root's threads are watched by
+    /// trusted callers only.
+    pub fn may_watch_thread(&self, c: &Credentials, tid: i32, t: &ThreadIdentity) -> bool {
+        self.trusted(c)
+            || same_process(c.tgid, tid)
+            || (t.owner == (c.uid, c.gid)
+                && t.owner.0 != 0
+                && t.uids == [c.uid; 3]
+                && t.gids == [c.gid; 3]
+                && t.cap_permitted & !c.cap_permitted == 0)
     }
 
     /// Kernel-mode counting of the caller's own threads.
@@ -77,6 +85,90 @@ impl SecurityPolicy {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The kernel's ptrace read rule, not only the thread's owner: a setuid
+    /// program that set its effective ids back to the user's and made
+    /// itself dumpable keeps root as its saved uid, and is not the user's
+    /// to watch; nor is a thread with capabilities the user lacks.
+    #[test]
+    fn a_thread_is_watched_as_ptrace_would_allow() {
+        let user = Credentials {
+            tgid: 5_000_000,
+            uid: 1000,
+            gid: 1000,
+            euid: 1000,
+            egid: 1000,
+            initial_user_namespace: true,
+            ..Credentials::default()
+        };
+        let policy = SecurityPolicy {
+            allow_gid: None,
+            paranoid_override: Some(2),
+        };
+        let own = ThreadIdentity {
+            birth: 1,
+            owner: (1000, 1000),
+            uids: [1000; 3],
+            gids: [1000; 3],
+            cap_permitted: 0,
+        };
+        // Thread numbers past pid_max: none is the caller's process's.
+        assert!(policy.may_watch_thread(&user, 5_000_001, &own));
+        for (what, thread) in [
+            (
+                "not dumpable",
+                ThreadIdentity {
+                    owner: (0, 0),
+                    ..own
+                },
+            ),
+            (
+                "saved uid root",
+                ThreadIdentity {
+                    uids: [1000, 1000, 0],
+                    ..own
+                },
+            ),
+            (
+                "saved gid other",
+                ThreadIdentity {
+                    gids: [1000, 1000, 5],
+                    ..own
+                },
+            ),
+            (
+                "a capability",
+                ThreadIdentity {
+                    cap_permitted: 1 << 13,
+                    ..own
+                },
+            ),
+            (
+                "another user",
+                ThreadIdentity {
+                    owner: (1001, 1000),
+                    uids: [1001; 3],
+                    ..own
+                },
+            ),
+        ] {
+            assert!(
+                !policy.may_watch_thread(&user, 5_000_001, &thread),
+                "{what}"
+            );
+        }
+        assert!(
+            policy.may_watch_thread(
+                &user,
+                user.tgid,
+                &ThreadIdentity {
+                    owner: (0, 0),
+                    ..own
+                }
+            ),
+            "its own process, always"
+        );
+    }
 
     #[test]
     fn paranoid_levels_gate_what_callers_may_count() {

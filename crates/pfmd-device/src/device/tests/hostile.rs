@@ -324,6 +324,37 @@ fn a_pme_thread_that_became_setuid_is_not_counted_again() {
     assert_eq!(counts(&d, f, &helper).pf_cntr0, 0);
 }
 
+/// The same, when the exec comes while the open's host events are being
+/// opened (after pfmd looked at the thread, before its event opened): the
+/// thread is looked at again after the open, and its event goes.
+#[test]
+fn a_pme_thread_that_turns_setuid_while_its_events_open_is_not_counted() {
+    let b = MockBackend::with_events(&[CLK]);
+    let d = device(Implementation::Ev4, &b, 2);
+    let helper = user(5_000_080, vec![0, 1]);
+    let f = d.open(&helper, PCNTOPENALL).unwrap();
+    ioctl(&d, f, &helper, n::PCNTSETMUX, Iccsr::new(0xa, 0, 1, 0, 2).0).unwrap();
+    ioctl(&d, f, &user(5_000_081, vec![0, 1]), n::PCNTLOGSELECT, 0).unwrap();
+    ioctl(&d, f, &helper, n::PCNTLOGSELECT, 0).unwrap();
+    ioctl(&d, f, &helper, n::PCNTRENABLE, 0).unwrap();
+    b.set_thread_owner_on_open(5_000_081, (0, 0));
+    ioctl(
+        &d,
+        f,
+        &helper,
+        n::PCNTSETITEMS,
+        abi::PFM_COUNTERS | abi::PFM_IPL,
+    )
+    .expect("the change goes on without the thread");
+    b.advance(0, Target::Thread(5_000_081), CLK, 4096 * 5);
+    b.advance(0, Target::Thread(5_000_080), CLK, 4096 * 2);
+    assert_eq!(
+        counts(&d, f, &helper).pf_cntr0,
+        2,
+        "the helper's own thread only"
+    );
+}
+
 /// A descriptor passed to a user who may not count what it counts
 /// (SCM_RIGHTS, or inherited across a uid drop): it reads what the opener
 /// started, but what would open new host events that count (another item,
@@ -376,6 +407,43 @@ fn a_passed_descriptor_counts_no_more_than_its_opener_started() {
     ioctl(&d, f, &r, n::PCNTCLEARPCBPME, 0).unwrap();
     ioctl(&d, f, &mate, n::PCNTLOGSELECT, 0).unwrap();
     ioctl(&d, f, &other, n::PCNTSETITEMS, ipl).expect("thread 72 is the user's");
+}
+
+/// The same descriptor may count less (an item off, a narrower set of
+/// events) but not see more: a wider profile range of root's system-wide
+/// profile is `EACCES`.
+#[test]
+fn a_passed_descriptor_may_narrow_but_not_widen_a_profile() {
+    let b = MockBackend::with_events(&[CLK]);
+    let d = device(Implementation::Ev4, &b, 2);
+    let r = root(5_000_090);
+    let other = user(5_000_091, vec![0, 1]);
+    let f = d.open(&r, PCNTOPENALL).unwrap();
+    let all = abi::PFM_COUNTERS | abi::PFM_IPL | abi::PFM_PROFILING;
+    ioctl(&d, f, &r, n::PCNTSETITEMS, all).unwrap();
+    ioctl(&d, f, &r, n::PCNTSETMUX, Iccsr::new(0xa, 0, 1, 0, 2).0).unwrap();
+    range(&d, f, &r, 0x10000, 0x10100).unwrap();
+    ioctl(&d, f, &r, n::PCNTRENABLE, 0).unwrap();
+    assert_eq!(
+        range(&d, f, &other, 0x10000, 0x7fff_0000).unwrap_err(),
+        Errno::EACCES,
+        "a profile of every process"
+    );
+    ioctl(
+        &d,
+        f,
+        &other,
+        n::PCNTSETITEMS,
+        abi::PFM_COUNTERS | abi::PFM_PROFILING,
+    )
+    .expect("IPL off counts less");
+    ioctl(&d, f, &other, n::PCNTSETITEMS, abi::PFM_COUNTERS).expect("so does profiling off");
+    assert_eq!(
+        ioctl(&d, f, &other, n::PCNTSETITEMS, all).unwrap_err(),
+        Errno::EACCES,
+        "but not back on"
+    );
+    range(&d, f, &r, 0x10000, 0x7fff_0000).expect_err("no profiling selected");
 }
 
 #[test]

@@ -313,11 +313,16 @@ impl Backend for PerfBackend {
         // `/proc/<tid>` names any thread, not only a process's first. Its
         // files (not the directory) are owned as the kernel judges
         // dumpability (`task_dump_owner`).
-        let stat = procfs::process::Process::new(tid).ok()?.stat().ok()?;
+        let process = procfs::process::Process::new(tid).ok()?;
+        let stat = process.stat().ok()?;
+        let status = process.status().ok()?;
         let files = std::fs::metadata(format!("/proc/{tid}/stat")).ok()?;
         (stat.state != 'Z' && stat.state != 'X').then_some(ThreadIdentity {
             birth: stat.starttime,
             owner: (files.uid(), files.gid()),
+            uids: [status.ruid, status.euid, status.suid],
+            gids: [status.rgid, status.egid, status.sgid],
+            cap_permitted: status.capprm,
         })
     }
 }
