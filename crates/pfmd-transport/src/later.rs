@@ -126,11 +126,6 @@ impl LaterServer {
             }
         }
     }
-
-    /// Workers running now (tests).
-    pub fn workers(&self) -> usize {
-        self.workers.lock().unwrap_or_else(|e| e.into_inner()).len()
-    }
 }
 
 fn run(job: Job) {

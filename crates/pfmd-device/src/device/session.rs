@@ -231,10 +231,11 @@ fn check_system_wide(device: &Device, caller: &Caller) -> Result<(), DeviceError
 
 /// `EACCES` where starting the open's host events would count what the
 /// caller may not count with perf_event_open(2) itself (docs/device.md §8):
-/// every task, or a thread it may not watch. A PME thread whose credentials
-/// changed since its PCNTLOGSELECT and that the caller may no longer watch
-/// is forgotten instead, as the kernel removes its own events from a thread
-/// at a setuid exec; one it may watch is taken as it is now.
+/// every task, or a thread it may not watch. A PME thread whose identity
+/// (owner, ids, capabilities) changed since its PCNTLOGSELECT and that the
+/// caller may no longer watch is forgotten instead, as the kernel removes
+/// its own events from a thread at a setuid exec; one it may watch is
+/// taken as it is now.
 pub(super) fn check_may_start(
     device: &Device,
     caller: &Caller,
@@ -255,7 +256,7 @@ pub(super) fn check_may_start(
         };
         if policy.may_watch_thread(creds, tid, &now) {
             *known = now;
-        } else if now.owner != known.owner {
+        } else if now != *known {
             tracing::debug!(tid, "PME thread changed credentials; it no longer counts");
             return false;
         } else {
