@@ -514,8 +514,8 @@ fn a_setuid_exec_ends_counting_as_the_kernel_ends_it(channel: Channel) {
     no_bugs(&daemon);
 }
 
-/// An open that follows 20 threads (past `QUICK_PME_THREADS`, so its
-/// requests are served by its own worker, not a reader or ring queue):
+/// An open that follows 20 threads (so its requests are served by its own
+/// worker, not a reader or ring queue):
 /// every thread's PCNTLOGSELECT and the open's enable and disable are
 /// answered, through the channel they came by.
 fn an_open_following_many_threads_is_answered_by_its_worker(channel: Channel) {

@@ -28,7 +28,7 @@
 
 use super::abi::*;
 use super::ioctl::{self, IoctlAnswer};
-use super::later::LaterRequest;
+use super::later::{LaterReply, LaterRequest, LaterServer};
 use super::open_waiter::{Opened, PendingOpen, try_open};
 use super::store::StoreJob;
 use super::wire::{self, FsOp, Op, Request};
@@ -76,6 +76,9 @@ pub struct Handler {
     pub kind: ChannelKind,
     /// `PFM_INFO_*` bits this channel reports in `PCNTGETINFO`.
     pub channel_flags: u64,
+    /// The per-open workers that serve [`Answer::Later`] requests, shared by
+    /// every channel of a transport (an open's requests may come by any).
+    pub later: LaterServer,
 }
 
 /// What to do with one request.
@@ -125,6 +128,12 @@ impl Handler {
     /// serves every caller: a request that would wait is [`Answer::Later`].
     pub fn answer(&self, raw: &[u8]) -> Answer {
         self.answer_as(raw, Waiting::Refused)
+    }
+
+    /// Serves a request [`Answer::Later`] deferred on its open's worker,
+    /// which delivers the answer through `reply`.
+    pub fn serve_later(self: &Arc<Self>, request: LaterRequest, reply: Box<dyn LaterReply>) {
+        self.later.serve(self, request, reply);
     }
 
     /// The answer to a request [`Answer::Later`] deferred, on a thread of
@@ -226,6 +235,7 @@ impl Handler {
             },
             Op::Release(release) => {
                 self.device.release(release.fh as FileId);
+                self.later.retire(release.fh as FileId);
                 wire::reply(unique, &[])
             }
             // A close(2) of one descriptor (FUSE only: CUSE sends none).
@@ -458,6 +468,7 @@ mod tests {
                 started: UNIX_EPOCH + Duration::new(1_700_000_000, 5),
             }),
             channel_flags: 0,
+            later: LaterServer::default(),
         }
     }
 
@@ -604,12 +615,12 @@ mod tests {
         );
     }
 
-    /// Once an open follows more than `QUICK_PME_THREADS` threads (each
-    /// settings change then opens host events on every one), a serving
-    /// thread answers its requests [`Answer::Later`], with the request's
-    /// bytes, and the open's worker answers them in full.
+    /// Once an open follows a PME thread (whose host events every thread it
+    /// creates inherits, so a change or a read costs what the caller
+    /// decides), a serving thread answers its requests [`Answer::Later`],
+    /// with the request's bytes, and the open's worker answers them in full.
     #[test]
-    fn an_open_following_many_threads_is_served_off_the_serving_threads() {
+    fn an_open_following_threads_is_served_off_the_serving_threads() {
         let fs = Arc::new(fs());
         let reply = open_device(&fs).into_reply().unwrap();
         let fh = FuseOpenOut::read_from_bytes(split(&reply).1).unwrap().fh;
@@ -619,9 +630,9 @@ mod tests {
             ..Default::default()
         };
         let selecting = request(FUSE_IOCTL, DEVICE_INO, &[select.as_bytes()]);
-        // Each thread's own request (the header names the caller).
-        let threads = crate::device::QUICK_PME_THREADS + 1;
-        for _ in 0..threads {
+        // Another thread's own request (the header names the caller) is
+        // still answered at once: the open followed no thread before it.
+        {
             let fs = Arc::clone(&fs);
             let reply = std::thread::spawn(move || {
                 let raw = request(FUSE_IOCTL, DEVICE_INO, &[select.as_bytes()]);
@@ -645,11 +656,22 @@ mod tests {
                 let _ = self.0.send(answer);
             }
         }
-        let server = crate::later::LaterServer::default();
         let (tx, rx) = std::sync::mpsc::channel();
-        server.serve(&fs, later, Box::new(Delivered(tx)));
+        fs.serve_later(later, Box::new(Delivered(tx)));
         let reply = rx.recv().unwrap().into_reply().unwrap();
         assert_eq!(split(&reply).0, 0);
+        // Its release retires the open's worker.
+        assert!(fs.later.has_worker(fh as FileId));
+        let release = FuseReleaseIn {
+            fh,
+            ..Default::default()
+        };
+        let reply = fs
+            .answer(&request(FUSE_RELEASE, DEVICE_INO, &[release.as_bytes()]))
+            .into_reply()
+            .unwrap();
+        assert_eq!(split(&reply).0, 0);
+        assert!(!fs.later.has_worker(fh as FileId));
     }
 
     fn open_device(fs: &Handler) -> Answer {
@@ -664,6 +686,7 @@ mod tests {
     fn a_close_then_open_waits_and_getinfo_carries_the_channel_flags() {
         let fs = Handler {
             channel_flags: pfm_abi::PFM_INFO_URING,
+            later: LaterServer::default(),
             ..fs()
         };
         let reply = open_device(&fs).into_reply().unwrap();
@@ -760,6 +783,7 @@ mod cuse_tests {
             device: Arc::new(device),
             kind: ChannelKind::Cuse,
             channel_flags: 0,
+            later: LaterServer::default(),
         }
     }
 

@@ -7,8 +7,8 @@
 //! such a request [`Answer::Later`]; the channel hands it here with how to
 //! deliver its answer, and the open's own worker thread serves it, where
 //! waiting costs no one else anything. One worker per open serves its
-//! requests in order, as the open's lock would; a worker idle for
-//! [`IDLE`] ends.
+//! requests in order, as the open's lock would; a worker ends once its
+//! open is released and its queue is empty, or idle for [`IDLE`].
 //!
 //! Opens are few (each holds CPUs no other open may hold, so there are at
 //! most as many as CPUs), and so are workers; [`MAX_WORKERS`] bounds them
@@ -106,6 +106,24 @@ impl LaterServer {
                 run(job);
             }
         }
+    }
+
+    /// Lets the worker of `fh` end once it has served what it was sent:
+    /// the open is released, and no request for it comes any more.
+    pub fn retire(&self, fh: FileId) {
+        self.workers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&fh);
+    }
+
+    /// Whether the open `fh` has a worker (for tests).
+    #[cfg(test)]
+    pub fn has_worker(&self, fh: FileId) -> bool {
+        self.workers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains_key(&fh)
     }
 
     /// One open's worker: its requests in order, until it has been idle

@@ -42,7 +42,7 @@ use pfm_model::{EventMap, Implementation, Model};
 use session::Session;
 use std::collections::HashMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use store::Store;
 
@@ -121,29 +121,27 @@ struct Slot {
     /// bound to it (logged once).
     one_cpu: Option<u32>,
     left_one_cpu: AtomicBool,
-    /// The open's PME threads after its last request: past
-    /// [`QUICK_PME_THREADS`], its requests are served off the transport's
-    /// serving threads.
-    pme_threads: AtomicUsize,
+    /// Whether the open followed any PME thread after its last request:
+    /// then its requests are served off the transport's serving threads
+    /// (see [`Waiting`]).
+    follows_threads: AtomicBool,
 }
 
 /// Whether a request may wait for its open (another request on it) and
 /// take long. A thread that serves every caller must not: one user's
 /// slow changes would hold it, and everyone else would wait for a free
-/// one (docs/device.md §8).
+/// one (docs/device.md §8). An open that follows PME threads is always
+/// slow to change or read at will: its host events are inherited by every
+/// child of those threads (4,000 children of 8 threads made one mux change
+/// take 90 ms), a cost that its caller decides and we cannot see.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Waiting {
     /// A thread of the open's own (the transport's per-open worker).
     Allowed,
     /// A serving thread: a request that would wait, or whose open follows
-    /// many PME threads, is [`DeviceError::ServeElsewhere`].
+    /// PME threads, is [`DeviceError::ServeElsewhere`].
     Refused,
 }
-
-/// PME threads past which an open's requests are served off the serving
-/// threads: a settings change opens host events on each thread on each
-/// CPU (255 threads on 2 CPUs took 15 to 30 ms).
-pub const QUICK_PME_THREADS: usize = 8;
 
 /// Now, in nanoseconds since the first call, never 0.
 fn stamp() -> u64 {
@@ -343,7 +341,7 @@ impl Device {
                     closed: AtomicU64::new(0),
                     one_cpu,
                     left_one_cpu: AtomicBool::new(false),
-                    pme_threads: AtomicUsize::new(0),
+                    follows_threads: AtomicBool::new(false),
                 }),
             );
         tracing::debug!(file = id, tid = caller.tid(), ?mode, "opened");
@@ -578,19 +576,19 @@ impl Device {
             caller,
         }
         .serve(request);
-        slot.pme_threads
-            .store(file.settings.pme.len(), Ordering::Relaxed);
+        slot.follows_threads
+            .store(!file.settings.pme.is_empty(), Ordering::Relaxed);
         reply
     }
 }
 
 /// The open's lock, as `waiting` allows: a serving thread neither waits for
-/// it nor takes an open that follows many PME threads.
+/// it nor takes an open that follows PME threads.
 fn lock_as(slot: &Slot, waiting: Waiting) -> Result<MutexGuard<'_, OpenFile>, DeviceError> {
     if waiting == Waiting::Allowed {
         return Ok(lock(&slot.file));
     }
-    if slot.pme_threads.load(Ordering::Relaxed) > QUICK_PME_THREADS {
+    if slot.follows_threads.load(Ordering::Relaxed) {
         return Err(DeviceError::ServeElsewhere);
     }
     match slot.file.try_lock() {

@@ -18,6 +18,8 @@ pub struct Credentials {
     pub gid: u32,
     pub euid: u32,
     pub egid: u32,
+    /// The filesystem uid: the one a FUSE or CUSE request header names.
+    pub fsuid: u32,
     pub groups: Vec<u32>,
     pub cap_effective: u64,
     /// Permitted capabilities: a thread with more is not the caller's to
@@ -69,7 +71,8 @@ impl Credentials {
                     seen += 1;
                 }
                 "Uid" => {
-                    (creds.uid, creds.euid) = (nth(value, 0)?, nth(value, 1)?);
+                    (creds.uid, creds.euid, creds.fsuid) =
+                        (nth(value, 0)?, nth(value, 1)?, nth(value, 3)?);
                     seen += 1;
                 }
                 "Gid" => {
@@ -235,6 +238,17 @@ impl Caller {
                 // trusted that cannot be shown to be the host's.
                 creds.initial_user_namespace = user_namespace(self.tid)
                     .is_ok_and(|ns| ns.as_os_str() == INITIAL_USER_NAMESPACE);
+                // A request served later (by its open's worker) may find its
+                // caller gone and the tid reused: a thread that is not the
+                // request's user is not its caller.
+                if self.header_uid.is_some_and(|uid| uid != creds.fsuid) {
+                    return Err(CallerError {
+                        path,
+                        why: "not the calling thread (its filesystem uid is not the request's: \
+                              the caller is gone and its thread id reused)"
+                            .into(),
+                    });
+                }
                 Ok(creds)
             })
             .as_ref()
@@ -251,7 +265,7 @@ mod tests {
     #[test]
     fn parses_proc_status() {
         let c = Credentials::parse_status(STATUS).unwrap();
-        assert_eq!((c.tgid, c.euid, c.egid), (41, 1000, 100));
+        assert_eq!((c.tgid, c.euid, c.egid, c.fsuid), (41, 1000, 100, 1000));
         assert_eq!(c.groups, vec![24, 27, 100]);
         assert_eq!(c.cpus_allowed, vec![0, 1, 2, 5]);
         assert!(
@@ -305,5 +319,18 @@ mod tests {
         assert!(!c.cpus_allowed.is_empty());
         assert!(c.initial_user_namespace, "the test runs on the host");
         assert!(Caller::from_tid(i32::MAX).credentials().is_err());
+    }
+
+    /// A request whose header names another user than the thread now has
+    /// (its caller died and the tid was reused) is not that thread's.
+    #[test]
+    fn a_thread_of_another_user_than_the_request_is_not_its_caller() {
+        let tid = nix::unistd::gettid().as_raw();
+        let fsuid = Caller::from_tid(tid).credentials().unwrap().fsuid;
+        assert!(Caller::from_request(tid, fsuid, 0).credentials().is_ok());
+        let e = Caller::from_request(tid, fsuid ^ 1, 0)
+            .credentials()
+            .unwrap_err();
+        assert!(e.why.contains("not the calling thread"), "{e}");
     }
 }

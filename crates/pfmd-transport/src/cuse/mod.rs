@@ -155,9 +155,9 @@ impl CuseTransport {
                 device,
                 kind: ChannelKind::Cuse,
                 channel_flags: 0,
+                later: crate::later::LaterServer::default(),
             }),
             channel: Arc::new(channel),
-            later: crate::later::LaterServer::default(),
             life: Life::new(on_lost),
         });
         let mut transport = CuseTransport {

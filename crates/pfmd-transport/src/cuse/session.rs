@@ -5,7 +5,7 @@ use super::CuseError;
 use super::channel::{Channel, Received};
 use crate::abi::*;
 use crate::handler::{Answer, Handler};
-use crate::later::{LaterReply, LaterServer};
+use crate::later::LaterReply;
 use crate::life::Life;
 use crate::wire::{self, Op};
 use nix::errno::Errno;
@@ -78,7 +78,6 @@ pub fn handshake(channel: &Channel, dev_name: &str) -> Result<(), CuseError> {
 pub struct Session {
     pub handler: Arc<Handler>,
     pub channel: Arc<Channel>,
-    pub later: LaterServer,
     pub life: Life,
 }
 
@@ -136,7 +135,7 @@ impl Session {
                                 channel: Arc::clone(&self.channel),
                                 unique: request.unique,
                             };
-                            self.later.serve(&self.handler, request, Box::new(reply));
+                            self.handler.serve_later(request, Box::new(reply));
                             continue;
                         }
                         answer => reply_of(answer),

@@ -9,7 +9,7 @@ use super::FuseError;
 use crate::abi::*;
 use crate::device::{DeviceError, FileId};
 use crate::handler::{Answer, Handler, opened_reply};
-use crate::later::{LaterReply, LaterServer};
+use crate::later::LaterReply;
 use crate::open_waiter::{OpenReply, OpenWaiter};
 use crate::store::{StoreJob, StoreLink};
 use crate::wire;
@@ -229,7 +229,6 @@ pub fn classic_loop(
     handler: &Arc<Handler>,
     waiter: &OpenWaiter<ClassicReply>,
     stores: &Arc<StoreLink>,
-    later: &LaterServer,
     index: usize,
 ) {
     let mut buf = vec![0u8; READ_BUFFER];
@@ -259,7 +258,7 @@ pub fn classic_loop(
                     stores: Arc::clone(stores),
                     index,
                 };
-                later.serve(handler, request, Box::new(reply));
+                handler.serve_later(request, Box::new(reply));
                 continue;
             }
             // The store helper writes a store's reply once it is stored.

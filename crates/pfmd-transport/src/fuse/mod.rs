@@ -67,11 +67,12 @@ use std::time::{Duration, Instant, SystemTime};
 /// The module parameter that lets a FUSE connection negotiate io_uring.
 pub const ENABLE_URING: &str = "/sys/module/fuse/parameters/enable_uring";
 /// Entries per ring: requests of one CPU the kernel may hand it at once.
-/// All but one may wait (for a release, or a store), at most
-/// [`queue::WAITING_PER_USER`] of them for one user. The payload buffers are
-/// zeroed allocations the kernel fills as far as a request needs, so an
-/// entry costs memory only for the largest request it carried.
-pub const ENTRIES_PER_RING: usize = 8;
+/// All but one may wait (for a release, a store, or an open's worker), at
+/// most [`queue::WAITING_PER_USER`] (or [`queue::WORKER_WAITING_PER_USER`])
+/// of a kind for one user. The payload buffers are zeroed allocations the
+/// kernel fills as far as a request needs, so an entry costs memory only
+/// for the largest request it carried.
+pub const ENTRIES_PER_RING: usize = 16;
 /// How long a ring thread gets to register: registering is quick, but a
 /// start on a machine loaded tenfold has seen a thread wait seconds for a
 /// CPU, and a start that gives up leaves no device.
@@ -201,7 +202,6 @@ struct ClassicChannel {
     stores: Arc<super::store::StoreLink>,
     handler: Arc<Handler>,
     waiter: OpenWaiter<ClassicReply>,
-    later: LaterServer,
 }
 
 /// A mounted device. Dropping it unmounts.
@@ -278,6 +278,7 @@ impl FuseTransport {
             device: Arc::clone(&device),
             kind: ChannelKind::Fuse(facts),
             channel_flags: 0,
+            later: LaterServer::default(),
         });
         let classic_waiter = OpenWaiter::start(Arc::clone(&device), "pfm-open-waiter")
             .map_err(FuseError::io("starting the open waiter"))?;
@@ -302,7 +303,6 @@ impl FuseTransport {
             files,
             handler: classic,
             waiter: classic_waiter,
-            later: LaterServer::default(),
         };
         // Until every queue has an entry the kernel keeps using the classic
         // channel, so a reader starts first.
@@ -312,7 +312,7 @@ impl FuseTransport {
                 channel_flags: pfm_abi::PFM_INFO_URING,
                 ..Handler::clone(&classic_channel.handler)
             });
-            match transport.start_rings(&dev, &ring, &device, &classic_channel.later) {
+            match transport.start_rings(&dev, &ring, &device) {
                 Ok(queues) => {
                     transport.uring = true;
                     tracing::info!(
@@ -357,17 +357,16 @@ impl FuseTransport {
     ) -> Result<(), FuseError> {
         for index in indices {
             let file = Arc::clone(&channel.files[index]);
-            let (handler, waiter, stores, later) = (
+            let (handler, waiter, stores) = (
                 Arc::clone(&channel.handler),
                 channel.waiter.clone(),
                 Arc::clone(&channel.stores),
-                channel.later.clone(),
             );
             let life = Arc::clone(&self.life);
             let thread = std::thread::Builder::new()
                 .name(format!("fuse-{index}"))
                 .spawn(move || {
-                    conn::classic_loop(file, &handler, &waiter, &stores, &later, index);
+                    conn::classic_loop(file, &handler, &waiter, &stores, index);
                     life.ended("FUSE", CLASSIC_READER_ENDED);
                 })
                 .map_err(FuseError::io("starting a FUSE reader"))?;
@@ -383,7 +382,6 @@ impl FuseTransport {
         dev: &Arc<File>,
         handler: &Arc<Handler>,
         device: &Arc<Device>,
-        later: &LaterServer,
     ) -> Result<usize, FuseError> {
         let queues = possible_cpus().map_err(FuseError::Unavailable)?;
         let (online, _) = online_split().map_err(FuseError::Unavailable)?;
@@ -401,7 +399,6 @@ impl FuseTransport {
                 dev: Arc::clone(dev),
                 handler: Arc::clone(handler),
                 waiter: waiter.clone(),
-                later: later.clone(),
                 stores: self
                     .store_helper()
                     .link(cpu, &[])

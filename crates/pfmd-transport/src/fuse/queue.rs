@@ -14,10 +14,11 @@
 //! open's worker ([`LaterServer`]), whose answer comes back through the
 //! mailbox too (a store it yields is then sent from here). Every answer is
 //! committed from this thread. At most all entries but one wait so, so a
-//! queue always has an entry for a RELEASE or a quick request, and at most
-//! [`WAITING_PER_USER`] of one kind (stores, opens, worker requests) for one
-//! user; a store past either is `EAGAIN`, and a worker request past either
-//! is served here, waiting as it needs.
+//! queue always has an entry for a RELEASE or a quick request, and one user
+//! holds at most [`Hold::limit`] of one kind (stores, opens, worker
+//! requests); past either, a store or a worker request is `EAGAIN` and an
+//! open `EBUSY`. Nothing that waits is ever served here: it would hold the
+//! queue, and every caller on its CPU with it.
 
 use super::FuseError;
 use super::entries::Entries;
@@ -25,7 +26,7 @@ use super::ring;
 use crate::abi::*;
 use crate::device::{DeviceError, FileId};
 use crate::handler::{Answer, Handler, opened_reply};
-use crate::later::{LaterReply, LaterServer};
+use crate::later::LaterReply;
 use crate::open_waiter::{OpenReply, OpenWaiter};
 use crate::store::{StoreJob, StoreLink};
 use crate::wire;
@@ -45,17 +46,35 @@ const STORED: u64 = u64::MAX - 1;
 /// `user_data` of a store's send that failed, or'ed with its entry's index
 /// (a send that succeeds posts no completion).
 const SENT: u64 = 1 << 62;
-/// Entries of one queue that one user's waiting requests of one kind (stores,
-/// opens waiting for their release) may hold, so that a user whose stores
-/// never finish leaves the queue to everyone else. Counted by kind, so that
-/// a user's opens waiting for a release never refuse its stores.
-pub const WAITING_PER_USER: usize = 3;
+/// Entries of one queue that one user's waiting stores, or opens waiting for
+/// their release, may hold, so that a user whose stores never finish leaves
+/// the queue to everyone else. Counted by kind, so that a user's opens
+/// waiting for a release never refuse its stores.
+pub const WAITING_PER_USER: usize = 4;
+/// Entries of one queue that one user's requests waiting for their opens'
+/// workers may hold: more than for a store, as a process's threads that
+/// share an open may all call at once (they are served one at a time).
+pub const WORKER_WAITING_PER_USER: usize = 8;
 
 /// What an entry whose answer waits waits for, and for whom.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Waiting {
+struct Hold {
     uid: u32,
     kind: WaitingFor,
+}
+
+impl Hold {
+    fn of(uid: u32, kind: WaitingFor) -> Hold {
+        Hold { uid, kind }
+    }
+
+    /// Entries one user may hold waiting so.
+    fn limit(self) -> usize {
+        match self.kind {
+            WaitingFor::Store | WaitingFor::Release => WAITING_PER_USER,
+            WaitingFor::Worker => WORKER_WAITING_PER_USER,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -166,7 +185,6 @@ pub struct Shared {
     pub dev: Arc<File>,
     pub handler: Arc<Handler>,
     pub waiter: OpenWaiter<RingReply>,
-    pub later: LaterServer,
     /// This queue's link to the store helper.
     pub stores: StoreLink,
 }
@@ -379,7 +397,7 @@ struct Queue {
     request: Vec<u8>,
     /// For each entry whose answer waits (the open waiter's or the store
     /// helper's), the user it waits for.
-    waiting: Vec<Option<Waiting>>,
+    waiting: Vec<Option<Hold>>,
     /// Each entry's store message to the helper, kept while the ring sends
     /// it.
     outgoing: Vec<Vec<u8>>,
@@ -394,18 +412,22 @@ impl Queue {
         self.waiting.iter().flatten().count()
     }
 
-    /// Whether a request of `uid` may keep its entry while its answer
-    /// waits: one entry always stays for everything else, and one user
-    /// holds at most [`WAITING_PER_USER`].
-    fn may_wait(&self, waiting: Waiting) -> bool {
-        self.waiting_count() + 1 < self.entries.len()
+    /// Whether a request may keep its entry while its answer waits (and
+    /// does, if so): one entry always stays for everything else, and one
+    /// user holds at most [`Hold::limit`] of a kind.
+    fn hold(&mut self, index: usize, hold: Hold) -> bool {
+        let may = self.waiting_count() + 1 < self.entries.len()
             && self
                 .waiting
                 .iter()
                 .flatten()
-                .filter(|&&w| w == waiting)
+                .filter(|&&w| w == hold)
                 .count()
-                < WAITING_PER_USER
+                < hold.limit();
+        if may {
+            self.waiting[index] = Some(hold);
+        }
+        may
     }
 
     /// Sends `message` (a store for entry `index`) to the helper on `link`
@@ -479,7 +501,7 @@ impl Queue {
         };
         match StoreLink::message(&job) {
             Ok(message) if self.waiting.get(index).is_some_and(Option::is_some) => {
-                self.waiting[index] = Some(Waiting {
+                self.waiting[index] = Some(Hold {
                     uid: job.uid,
                     kind: WaitingFor::Store,
                 });
@@ -518,99 +540,71 @@ impl Queue {
         };
         let commit_id = ring::commit_id(header);
         let answer = match ring::request_into(header, payload, &mut self.request) {
-            Ok(()) => match shared.handler.answer(&self.request) {
-                Answer::Later { uid, request }
-                    if self.may_wait(Waiting {
-                        uid,
-                        kind: WaitingFor::Worker,
-                    }) =>
-                {
-                    self.waiting[index] = Some(Waiting {
-                        uid,
-                        kind: WaitingFor::Worker,
-                    });
-                    let unique = request.unique;
-                    let reply = RingLater {
-                        mailbox: Arc::clone(mailbox),
-                        index,
-                        unique,
-                    };
-                    shared
-                        .later
-                        .serve(&shared.handler, request, Box::new(reply));
-                    return;
-                }
-                // Every entry but this one waits, or all this user may:
-                // served here, waiting as it needs.
-                Answer::Later { .. } => Ok(shared.handler.answer_waiting(&self.request)),
-                answer => Ok(answer),
-            },
-            Err(e) => Err(e),
-        };
-        let reply = match answer {
-            Ok(answer) => match answer {
-                Answer::Reply(reply) | Answer::Last(reply) => reply,
-                // FORGET and INTERRUPT never come this way (the kernel
-                // keeps them on the classic channel); the entry must
-                // return anyway.
-                Answer::Nothing => wire::reply_error(commit_id, Errno::ENOSYS),
-                Answer::AfterStore(job)
-                    if self.may_wait(Waiting {
-                        uid: job.uid,
-                        kind: WaitingFor::Store,
-                    }) =>
-                {
-                    let job = StoreJob {
-                        tag: index as u64,
-                        ..job
-                    };
-                    match StoreLink::message(&job) {
-                        Ok(message) => {
-                            self.waiting[index] = Some(Waiting {
-                                uid: job.uid,
-                                kind: WaitingFor::Store,
-                            });
-                            self.send_store(index, message, shared.stores.fd().as_raw_fd());
-                            return;
-                        }
-                        Err(errno) => wire::reply_error(job.unique, errno),
-                    }
-                }
-                // This user's waiting requests hold all it may have, or
-                // every entry but this one waits: no store may hold it.
-                Answer::AfterStore(job) => wire::reply_error(job.unique, Errno::EAGAIN),
-                Answer::WaitForRelease { unique, uid, open }
-                    if self.may_wait(Waiting {
-                        uid,
-                        kind: WaitingFor::Release,
-                    }) =>
-                {
-                    self.waiting[index] = Some(Waiting {
-                        uid,
-                        kind: WaitingFor::Release,
-                    });
-                    let mailbox = Arc::clone(mailbox);
-                    shared.waiter.wait(
-                        open,
-                        RingReply {
-                            mailbox,
-                            index,
-                            unique,
-                        },
-                    );
-                    return;
-                }
-                Answer::WaitForRelease { unique, open, .. } => {
-                    wire::reply_error(unique, open.error().errno())
-                }
-                Answer::Later { request, .. } => request.unexpected(),
-            },
+            Ok(()) => shared.handler.answer(&self.request),
             Err(e) => {
                 tracing::error!(qid = self.qid, "{e}");
-                wire::reply_error(commit_id, Errno::EIO)
+                let reply = wire::reply_error(commit_id, Errno::EIO);
+                self.commit(index, &reply);
+                return;
+            }
+        };
+        let reply = match answer {
+            Answer::Reply(reply) | Answer::Last(reply) => reply,
+            // FORGET and INTERRUPT never come this way (the kernel keeps
+            // them on the classic channel); the entry must return anyway.
+            Answer::Nothing => wire::reply_error(commit_id, Errno::ENOSYS),
+            Answer::Later { uid, request } => {
+                if !self.hold(index, Hold::of(uid, WaitingFor::Worker)) {
+                    self.refuse_busy(index, uid, request.unique, Errno::EAGAIN);
+                    return;
+                }
+                let reply = RingLater {
+                    mailbox: Arc::clone(mailbox),
+                    index,
+                    unique: request.unique,
+                };
+                shared.handler.serve_later(request, Box::new(reply));
+                return;
+            }
+            Answer::AfterStore(job) => {
+                if !self.hold(index, Hold::of(job.uid, WaitingFor::Store)) {
+                    self.refuse_busy(index, job.uid, job.unique, Errno::EAGAIN);
+                    return;
+                }
+                self.store_waiting(index, job, shared.stores.fd().as_raw_fd());
+                return;
+            }
+            Answer::WaitForRelease { unique, uid, open } => {
+                if !self.hold(index, Hold::of(uid, WaitingFor::Release)) {
+                    self.refuse_busy(index, uid, unique, open.error().errno());
+                    return;
+                }
+                let reply = RingReply {
+                    mailbox: Arc::clone(mailbox),
+                    index,
+                    unique,
+                };
+                shared.waiter.wait(open, reply);
+                return;
             }
         };
         self.commit(index, &reply);
+    }
+
+    /// Answers entry `index` with `errno`: its request would wait, and this
+    /// queue has no entry to spare for it (logged once per user).
+    fn refuse_busy(&mut self, index: usize, uid: u32, unique: u64, errno: Errno) {
+        tracing::debug!(
+            qid = self.qid,
+            uid,
+            "a request that waits, refused: {errno}"
+        );
+        pfmd_device::logging::once(
+            "fuse-ring-busy",
+            "a request that waits found its CPU's FUSE queue holding all it may for its user \
+             (or all but one entry): answered EAGAIN (EBUSY for an open); the caller may retry",
+        );
+        self.commit(index, &wire::reply_error(unique, errno));
     }
 
     /// Puts `reply` into entry `index` and hands the entry back to the
