@@ -534,6 +534,69 @@ fn an_open_following_many_threads_is_answered_by_its_worker(channel: Channel) {
     no_bugs(&daemon);
 }
 
+/// A user whose open follows PME threads with many children (whose inherited
+/// host events make each settings change take tens of milliseconds), and
+/// whose threads on the other CPU keep changing its items, leaves another
+/// user's PCNTGETCNT loop on that CPU close to its pace alone: no thread
+/// that serves requests runs those changes. (Served on the ring's thread,
+/// the loop fell from about 90,000 calls/s to 7; round 13.) The two
+/// windows are measured one after the other on the same machine; the
+/// bound is loose (a fiftieth) for a loaded one.
+fn a_user_changing_an_open_with_inherited_events_slows_no_one(channel: Channel) {
+    let _serial = serial();
+    let test = "a_user_changing_an_open_with_inherited_events_slows_no_one";
+    if !prerequisites(test, &[BASE, &[Need::TwoCpus]].concat()) {
+        return;
+    }
+    let daemon = Daemon::on(channel, &[]);
+    let calls = |what: &str| {
+        let out = run_ok(&daemon, &mut client(&daemon, "calls", &["1", "2"]));
+        assert_rows(what, &out, &[("enable", "0"), ("getcnt", "0")]);
+        values(&out)["calls"]
+    };
+    let alone = calls("root's GETCNTs alone");
+    let mut attacker = client_as_nobody(&daemon, "inherit", &["0", "8", "1000", "8", "6"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let attack = line_reader(&mut attacker);
+    let mut said = Vec::new();
+    loop {
+        let line = attack
+            .recv_timeout(Duration::from_secs(120))
+            .unwrap_or_else(|e| {
+                panic!(
+                    "the attacker never got going ({e}): {said:?}\n{}",
+                    log_tail(&daemon, 40)
+                )
+            });
+        if line == "ready" {
+            break;
+        }
+        said.push(line);
+    }
+    let attacked = calls("root's GETCNTs while nobody changes its open");
+    assert!(
+        xtask::pfmd::wait_for_exit(&mut attacker, Duration::from_secs(60)).is_some(),
+        "the attacker did not end\n{}",
+        log_tail(&daemon, 40)
+    );
+    said.extend(attack.iter());
+    let out = said.join("\n");
+    assert_rows("attacker", &out, &[("enable", "0")]);
+    let changes = values(&out)["changes"];
+    assert!(changes > 0, "the attacker changed nothing\n{out}");
+    println!(
+        "{test}: root's GETCNTs in 2 s: {alone} alone, {attacked} while nobody made {changes} changes"
+    );
+    assert!(
+        attacked * 50 >= alone,
+        "root's GETCNT loop fell from {alone} to {attacked} calls in 2 s while nobody changed its open\n{out}\n{}",
+        log_tail(&daemon, 40)
+    );
+    no_bugs(&daemon);
+}
+
 /// Root's system-wide open, counting, kept by a child that drops to nobody
 /// (as a descriptor passed on over a socket would be): nobody reads and
 /// stops what root started, but adds nothing to it (IPL ticks and a
@@ -1417,6 +1480,7 @@ over_each_fuse_channel!(
     a_setuid_exec_ends_counting_as_the_kernel_ends_it,
     a_handed_down_system_wide_open_gains_nothing,
     an_open_following_many_threads_is_answered_by_its_worker,
+    a_user_changing_an_open_with_inherited_events_slows_no_one,
     pme_threads_past_the_budget_get_enospc,
     profile_memory_per_user_is_enforced,
     daemon_rss_comes_back_down_after_a_big_profile,

@@ -1304,6 +1304,135 @@ cmd_handdown(void)
 	return 0;
 }
 
+/*
+ * calls CPU SECONDS: a ONE open of CPU, counting; PCNTGETCNT as often as it
+ * can for SECONDS: "calls=N", and the errno of the last call that failed.
+ */
+static int
+cmd_calls(int cpu, double seconds)
+{
+	struct pfcntrs c, *p = &c;
+	long calls = 0;
+	int fd, e, failed = 0;
+	double end;
+
+	fd = open_counting_one(cpu);
+	if (fd < 0)
+		return 0;
+	row("enable", io(fd, PCNTRENABLE, 0));
+	end = now_ms() + seconds * 1e3;
+	while (now_ms() < end) {
+		e = io(fd, PCNTGETCNT, &p);
+		if (e)
+			failed = e;
+		calls++;
+	}
+	printf("calls=%ld\n", calls);
+	row("getcnt", failed);
+	close(fd);
+	return 0;
+}
+
+/*
+ * inherit OPENCPU P K H SECONDS: a ONE open of OPENCPU counting; P threads
+ * take the PME bit and each starts K sleeping threads (which inherit the
+ * open's host events); then H threads bound to the other CPU change the
+ * open's items back and forth for SECONDS ("ready" once they run):
+ * "changes=N", and the errno of the last change that failed.
+ */
+static int inh_fd, inh_kids, inh_cpu;
+static volatile int inh_stop;
+static long inh_changes;
+static int inh_failed;
+static pthread_barrier_t inh_selected, inh_spawned;
+
+static void *
+inh_kid(void *arg)
+{
+	(void)arg;
+	while (!inh_stop)
+		pause();
+	return 0;
+}
+
+static void *
+inh_pme(void *arg)
+{
+	pthread_attr_t attr;
+	pthread_t t;
+	int i, e = io(inh_fd, PCNTLOGSELECT, 0);
+
+	if (e) {
+		row("logselect", e);
+		exit(0);
+	}
+	pthread_barrier_wait(&inh_selected);
+	pthread_attr_init(&attr);
+	pthread_attr_setstacksize(&attr, 65536);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	for (i = 0; i < inh_kids; i++)
+		if (pthread_create(&t, &attr, inh_kid, arg))
+			die("pthread_create (a child of a PME thread)");
+	pthread_barrier_wait(&inh_spawned);
+	while (!inh_stop)
+		pause();
+	return 0;
+}
+
+static void *
+inh_hammer(void *arg)
+{
+	long k = 0;
+	int e;
+
+	(void)arg;
+	if (bind_cpu(inh_cpu))
+		die("sched_setaffinity");
+	while (!inh_stop) {
+		e = io_long(inh_fd, PCNTSETITEMS, (k++ & 1) ? PFM_COUNTERS : PFM_COUNTERS | PFM_IPL);
+		if (e)
+			inh_failed = e;
+		__sync_fetch_and_add(&inh_changes, 1);
+	}
+	return 0;
+}
+
+static int
+cmd_inherit(char **argv)
+{
+	int open_cpu = atoi(argv[0]), pme = atoi(argv[1]), hammers = atoi(argv[3]), i;
+	double seconds = atof(argv[4]);
+	pthread_t t[128];
+
+	inh_kids = atoi(argv[2]);
+	if (pme < 1 || pme > 64 || hammers < 1 || hammers > 64)
+		die("inherit: P and H are 1..64");
+	inh_cpu = !open_cpu;
+	inh_fd = open_counting_one(open_cpu);
+	if (inh_fd < 0)
+		return 0;
+	pthread_barrier_init(&inh_selected, 0, pme + 1);
+	pthread_barrier_init(&inh_spawned, 0, pme + 1);
+	for (i = 0; i < pme; i++)
+		if (pthread_create(&t[i], 0, inh_pme, 0))
+			die("pthread_create");
+	pthread_barrier_wait(&inh_selected);
+	row("enable", io(inh_fd, PCNTRENABLE, 0));
+	pthread_barrier_wait(&inh_spawned);
+	for (i = 0; i < hammers; i++)
+		if (pthread_create(&t[pme + i], 0, inh_hammer, 0))
+			die("pthread_create");
+	printf("ready\n");
+	fflush(stdout);
+	usleep((useconds_t)(seconds * 1e6));
+	inh_stop = 1;
+	printf("changes=%ld\n", inh_changes);
+	row("changes", inh_failed);
+	fflush(stdout);
+	/* Thousands of sleeping threads: leave without waking each. */
+	_exit(0);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -1351,6 +1480,10 @@ main(int argc, char **argv)
 		return cmd_setuid(argv[3]);
 	if (!strcmp(argv[1], "latency") && argc == 5)
 		return cmd_latency(argv + 3);
+	if (!strcmp(argv[1], "calls") && argc == 5)
+		return cmd_calls(atoi(argv[3]), atof(argv[4]));
+	if (!strcmp(argv[1], "inherit") && argc == 8)
+		return cmd_inherit(argv + 3);
 	fprintf(stderr, "hostile_client: unknown command or arguments: %s\n", argv[1]);
 	return 2;
 }

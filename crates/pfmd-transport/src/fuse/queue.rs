@@ -15,9 +15,9 @@
 //! mailbox too (a store it yields is then sent from here). Every answer is
 //! committed from this thread. At most all entries but one wait so, so a
 //! queue always has an entry for a RELEASE or a quick request, and one user
-//! holds at most [`Hold::limit`] of one kind (stores, opens, worker
-//! requests); past either, a store or a worker request is `EAGAIN` and an
-//! open `EBUSY`. Nothing that waits is ever served here: it would hold the
+//! holds at most half of them ([`HELD_PER_USER`]), and [`Hold::limit`] of
+//! one kind (stores, opens, worker requests); past any, a store or a worker
+//! request is `EAGAIN` and an open `EBUSY`. Nothing that waits is ever served here: it would hold the
 //! queue, and every caller on its CPU with it.
 
 use super::FuseError;
@@ -55,6 +55,10 @@ pub const WAITING_PER_USER: usize = 4;
 /// workers may hold: more than for a store, as a process's threads that
 /// share an open may all call at once (they are served one at a time).
 pub const WORKER_WAITING_PER_USER: usize = 8;
+/// Entries of one queue that one user's waiting requests of every kind may
+/// hold together (a worker's answer that turns into a store keeps its
+/// entry): half the queue's, so one user leaves the other half to others.
+pub const HELD_PER_USER: usize = super::ENTRIES_PER_RING / 2;
 
 /// What an entry whose answer waits waits for, and for whom.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -414,16 +418,13 @@ impl Queue {
 
     /// Whether a request may keep its entry while its answer waits (and
     /// does, if so): one entry always stays for everything else, and one
-    /// user holds at most [`Hold::limit`] of a kind.
+    /// user holds at most [`HELD_PER_USER`] in all and [`Hold::limit`] of
+    /// a kind.
     fn hold(&mut self, index: usize, hold: Hold) -> bool {
+        let users = || self.waiting.iter().flatten().filter(|w| w.uid == hold.uid);
         let may = self.waiting_count() + 1 < self.entries.len()
-            && self
-                .waiting
-                .iter()
-                .flatten()
-                .filter(|&&w| w == hold)
-                .count()
-                < hold.limit();
+            && users().count() < HELD_PER_USER
+            && users().filter(|w| w.kind == hold.kind).count() < hold.limit();
         if may {
             self.waiting[index] = Some(hold);
         }
