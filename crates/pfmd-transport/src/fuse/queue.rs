@@ -11,14 +11,14 @@
 //! ring polls); a pointer ioctl's store goes to the store helper over the
 //! queue's own [`StoreLink`], sent and received by the ring itself (no
 //! syscall of its own); a request that would wait for its open goes to the
-//! open's worker ([`LaterServer`]), whose answer comes back through the
+//! open's worker ([`crate::later`]), whose answer comes back through the
 //! mailbox too (a store it yields is then sent from here). Every answer is
 //! committed from this thread. At most all entries but one wait so, so a
 //! queue always has an entry for a RELEASE or a quick request, and one user
 //! holds at most half of them ([`HELD_PER_USER`]), and [`Hold::limit`] of
 //! one kind (stores, opens, worker requests); past any, a store or a worker
-//! request is `EAGAIN` and an open `EBUSY`. Nothing that waits is ever served here: it would hold the
-//! queue, and every caller on its CPU with it.
+//! request is `EAGAIN` and an open `EBUSY`. Nothing that waits is ever
+//! served here: it would hold the queue, and every caller on its CPU.
 
 use super::FuseError;
 use super::entries::Entries;
@@ -87,7 +87,7 @@ enum WaitingFor {
     Store,
     /// A release in flight (the open waiter).
     Release,
-    /// Its open's worker ([`LaterServer`]).
+    /// Its open's worker ([`LaterServer`](crate::later::LaterServer)).
     Worker,
 }
 
@@ -593,7 +593,7 @@ impl Queue {
     }
 
     /// Answers entry `index` with `errno`: its request would wait, and this
-    /// queue has no entry to spare for it (logged once per user).
+    /// queue has no entry to spare for it (said in the log once).
     fn refuse_busy(&mut self, index: usize, uid: u32, unique: u64, errno: Errno) {
         tracing::debug!(
             qid = self.qid,
