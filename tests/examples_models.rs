@@ -274,6 +274,22 @@ fn every_example_asks_whether_pfmd_runs_when_the_daemon_is_gone(channel: Channel
     let mut daemon = Daemon::on(channel, &["--model", "ev4"]);
     daemon.signal(nix::sys::signal::Signal::SIGKILL);
     daemon.wait();
+    // Over io_uring the kernel ends the connection after the process is
+    // reaped (its ring's teardown holds the FUSE device a little longer):
+    // an open meanwhile is `ECONNABORTED` (docs/device.md §9). The daemon
+    // is gone once an open is `ENOTCONN`.
+    common::wait_until(
+        "the kernel ends the dead daemon's connection",
+        std::time::Duration::from_secs(30),
+        || match std::fs::File::open(&daemon.device) {
+            Err(e) if e.raw_os_error() == Some(libc::ENOTCONN) => true,
+            Err(e) if matches!(e.raw_os_error(), Some(libc::ECONNABORTED | libc::ECANCELED)) => {
+                false
+            }
+            other => panic!("an open of a dead daemon's device: {other:?}"),
+        },
+        String::new,
+    );
     assert_every_example_asks_for_pfmd(&daemon.device, "Transport endpoint is not connected");
 }
 
