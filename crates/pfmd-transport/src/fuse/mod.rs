@@ -68,8 +68,8 @@ use std::time::{Duration, Instant, SystemTime};
 pub const ENABLE_URING: &str = "/sys/module/fuse/parameters/enable_uring";
 /// Entries per ring: requests of one CPU the kernel may hand it at once.
 /// All but one may wait (for a release, a store, or an open's worker), at
-/// most [`queue::WAITING_PER_USER`] (or [`queue::WORKER_WAITING_PER_USER`])
-/// of a kind for one user. The payload buffers are zeroed allocations the
+/// most [`queue::HELD_PER_USER`] for one user, of which
+/// [`queue::WAITING_PER_USER`] stores or opens. The payload buffers are zeroed allocations the
 /// kernel fills as far as a request needs, so an entry costs memory only
 /// for the largest request it carried.
 pub const ENTRIES_PER_RING: usize = 16;

@@ -51,13 +51,11 @@ const SENT: u64 = 1 << 62;
 /// the queue to everyone else. Counted by kind, so that a user's opens
 /// waiting for a release never refuse its stores.
 pub const WAITING_PER_USER: usize = 4;
-/// Entries of one queue that one user's requests waiting for their opens'
-/// workers may hold: more than for a store, as a process's threads that
-/// share an open may all call at once (they are served one at a time).
-pub const WORKER_WAITING_PER_USER: usize = 8;
 /// Entries of one queue that one user's waiting requests of every kind may
 /// hold together (a worker's answer that turns into a store keeps its
 /// entry): half the queue's, so one user leaves the other half to others.
+/// Requests waiting for their opens' workers have no tighter bound, as a
+/// process's threads that share an open may all call at once.
 pub const HELD_PER_USER: usize = super::ENTRIES_PER_RING / 2;
 
 /// What an entry whose answer waits waits for, and for whom.
@@ -76,7 +74,7 @@ impl Hold {
     fn limit(self) -> usize {
         match self.kind {
             WaitingFor::Store | WaitingFor::Release => WAITING_PER_USER,
-            WaitingFor::Worker => WORKER_WAITING_PER_USER,
+            WaitingFor::Worker => HELD_PER_USER,
         }
     }
 }
