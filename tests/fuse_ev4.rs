@@ -627,6 +627,17 @@ fn logselect_counts_children_started_afterwards() {
     );
 }
 
+/// Burns `ns` of the calling thread's CPU time; returns what it burnt.
+const BURN: &str = r#"
+static long long burn(long long ns)
+{
+	long long t0 = task_clock_ns(), t;
+	while ((t = task_clock_ns()) - t0 < ns)
+		;
+	return t - t0;
+}
+"#;
+
 /// A parent that set the PME bit, forked its workload and cleared its own bit:
 /// the child keeps the bit it inherited (as on Tru64) and is counted; the
 /// parent's work after the clear is not.
@@ -636,14 +647,6 @@ const CLEAR_AFTER_FORK: &str = r#"
 #include <sys/ioctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-static long long burn(long long ns)
-{
-	long long t0 = task_clock_ns(), t;
-	while ((t = task_clock_ns()) - t0 < ns)
-		;
-	return t - t0;
-}
 
 int main(void)
 {
@@ -694,7 +697,7 @@ fn a_parent_clearing_its_pme_bit_leaves_its_child_counted() {
     let include = format!("-I{}/include", common::CRATE);
     let program = common::c_source(
         "clear_after_fork",
-        &common::with_task_clock(CLEAR_AFTER_FORK),
+        &common::with_task_clock(&format!("{BURN}{CLEAR_AFTER_FORK}")),
         &[&include],
     );
     let daemon = Daemon::start(&["--cpu-mhz", &MHZ.to_string()]);
@@ -708,6 +711,102 @@ fn a_parent_clearing_its_pme_bit_leaves_its_child_counted() {
     assert!(
         got >= 0.8 * child && got <= 1.1 * child + 0.2 * parent,
         "counted {got} interrupts: child {child:.0}, parent {parent:.0}\n{stdout}\n{}",
+        daemon.log()
+    );
+}
+
+/// Two children select on the inherited descriptor in turn (as a tool
+/// running two workloads does): the second's `PCNTLOGSELECT` leaves the
+/// thread the first started before it counted.
+const SECOND_SELECT: &str = r#"
+#include <sys/pfcntr.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <sys/ioctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static int ready[2], go[2];
+
+static void *worker(void *arg)
+{
+	char byte = 0;
+
+	(void)arg;
+	if (write(ready[1], &byte, 1) != 1 || read(go[0], &byte, 1) != 1)
+		_exit(2);
+	printf("worker_ns=%lld\n", burn(200000000));
+	fflush(stdout);
+	return 0;
+}
+
+int main(void)
+{
+	struct iccsr mux = { 0 };
+	struct pfcntrs c = { 0 }, *cp = &c;
+	int fd = open(getenv("PFM_DEVICE"), O_RDONLY | PCNTOPENALL);
+	char byte = 0;
+	pid_t first, second;
+	int status;
+
+	mux.iccsr_mux0 = PF_CYCLES;
+	mux.iccsr_pc0 = 1;		/* every 4096 */
+	mux.iccsr_disable = 2;		/* counter 1 off */
+	if (fd < 0 || ioctl(fd, PCNTSETMUX, &mux) || ioctl(fd, PCNTCLEARCNT) ||
+	    pipe(ready) || pipe(go)) {
+		perror("setup");
+		return 1;
+	}
+	first = fork();
+	if (first == 0) {
+		pthread_t t;
+
+		if (ioctl(fd, PCNTLOGSELECT) || ioctl(fd, PCNTRENABLE)) {
+			perror("first child");
+			_exit(1);
+		}
+		pthread_create(&t, 0, worker, 0);
+		pthread_join(t, 0);
+		_exit(0);
+	}
+	if (read(ready[0], &byte, 1) != 1)
+		return 1;
+	second = fork();
+	if (second == 0)
+		_exit(ioctl(fd, PCNTLOGSELECT) ? 1 : 0);
+	if (waitpid(second, &status, 0) < 0 || status != 0) {
+		fprintf(stderr, "second child's PCNTLOGSELECT failed\n");
+		return 1;
+	}
+	if (write(go[1], &byte, 1) != 1 || waitpid(first, &status, 0) < 0 || status != 0)
+		return 1;
+	if (ioctl(fd, PCNTGETCNT, &cp)) {
+		perror("PCNTGETCNT");
+		return 1;
+	}
+	printf("pf_cntr0=%lu\n", c.pf_cntr0);
+	return 0;
+}
+"#;
+
+#[test]
+fn a_second_select_keeps_the_first_childs_threads_counted() {
+    if !can_run() {
+        return;
+    }
+    let include = format!("-I{}/include", common::CRATE);
+    let source = common::with_task_clock(&format!("{BURN}{SECOND_SELECT}"));
+    let program = common::c_source("second_select", &source, &[&include, "-pthread"]);
+    let daemon = Daemon::start(&["--cpu-mhz", &MHZ.to_string()]);
+    let out = run(Command::new(program).env("PFM_DEVICE", &daemon.device));
+    assert!(out.status.success(), "{}\n{}", text(&out), daemon.log());
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let got = value(&stdout, "pf_cntr0").unwrap() as f64;
+    let worker = value(&stdout, "worker_ns").unwrap() as f64 * MHZ as f64 / 1000.0 / 4096.0;
+    // The worker's 200 ms, all after the second child's select.
+    assert!(
+        got >= 0.8 * worker && got <= 1.1 * worker + 50.0,
+        "counted {got} interrupts: worker {worker:.0}\n{stdout}\n{}",
         daemon.log()
     );
 }

@@ -9,8 +9,8 @@ use super::histogram::{Histograms, Profile, SharedHistograms, TickSink};
 use super::readers::GroupReaders;
 use super::tally::{CpuTally, MAX_COUNTERS, Tally};
 use crate::backend::{
-    Backend, BackendError, CountingGroup, GroupSpec, ModeFilter, SamplerSpec, SamplingStream,
-    Target, ThreadIdentity,
+    Backend, BackendError, CountingGroup, GroupSpec, ModeFilter, SampleSink, SamplerSpec,
+    SamplingStream, Target, ThreadIdentity,
 };
 use nix::errno::Errno;
 use pfm_abi::{Items, OpenMode};
@@ -196,6 +196,10 @@ struct HostEvents {
     /// the groups' counts leave out.
     exclusions: Vec<LiveGroup>,
     samplers: Vec<Box<dyn SamplingStream>>,
+    /// Per sampled counter, what its samplers were opened with (each
+    /// sampler's target and CPU its own) and the sink they share: a thread
+    /// that takes the PME bit later gets samplers of its own like them.
+    sampler_kinds: Vec<(SamplerSpec, Arc<dyn SampleSink>)>,
     host_charges: Vec<Charge>,
     /// They count every task on their CPUs in kernel mode too (LOGALL),
     /// as the settings were when they opened: see
@@ -715,10 +719,7 @@ impl OpenFile {
         if self.ipl_reconciled() {
             self.sampled.histograms.lock().reconcile(|_| 0);
         }
-        self.host.samplers.clear();
-        self.host.groups.clear();
-        self.host.exclusions.clear();
-        self.host.host_charges.clear();
+        self.clear_host_events();
         switched.and(folded)
     }
 
@@ -781,19 +782,15 @@ impl OpenFile {
                 && self.host.exclusions.is_empty()
                 && self.host.samplers.is_empty()
         );
-        let cpus: Vec<u32> = self
-            .opener
-            .cpus
-            .iter()
-            .copied()
-            .filter(|c| online.contains(c))
-            .collect();
+        let cpus = self.online_cpus(online);
         let mut result;
         let mut tries = 0;
         loop {
             self.forget_exited_pme(backend);
+            let places = self.targets().len() * cpus.len();
             result = self
-                .charge_host_events(backend, budgets, cpus.len())
+                .host_event_charges(backend, budgets, places)
+                .map(|charges| self.host.host_charges = charges)
                 .and_then(|()| self.start_groups(backend, &cpus))
                 .and_then(|()| self.start_samplers(backend, khz, &cpus));
             // A thread that changed credentials (a setuid exec) between
@@ -824,24 +821,53 @@ impl OpenFile {
         result
     }
 
+    /// The open's CPUs that are online.
+    fn online_cpus(&self, online: &[u32]) -> Vec<u32> {
+        (self.opener.cpus.iter().copied())
+            .filter(|c| online.contains(c))
+            .collect()
+    }
+
     /// Closes the host events without reading them (none has counted
     /// anything the open keeps) and refunds their budget.
     fn clear_host_events(&mut self) {
-        self.host.groups.clear();
-        self.host.exclusions.clear();
-        self.host.samplers.clear();
-        self.host.host_charges.clear();
+        self.host = HostEvents::default();
     }
 
     /// Charges the descriptors and ring memory the host events of the
-    /// current settings will take, before any is opened.
-    fn charge_host_events(
-        &mut self,
+    /// current settings take in `places` (targets × CPUs), before any is
+    /// opened.
+    fn host_event_charges(
+        &self,
         backend: &dyn Backend,
         budgets: &Budgets,
-        cpus: usize,
-    ) -> Result<(), DeviceError> {
-        let places = (self.targets().len() * cpus) as u64;
+        places: usize,
+    ) -> Result<Vec<Charge>, DeviceError> {
+        let places = places as u64;
+        let samplers = if self.sampling_wanted() {
+            self.settings.counters.iter().flatten().count() as u64 * places
+        } else {
+            0
+        };
+        let descriptors = self.group_events().len() as u64 * places + samplers;
+        let mut charges = Vec::new();
+        if descriptors > 0 {
+            charges.push(budgets.charge(
+                self.opener.uid,
+                Resource::PerfDescriptors,
+                descriptors,
+            )?);
+        }
+        if samplers > 0 {
+            let rings = samplers * backend.sampler_ring_bytes();
+            charges.push(budgets.charge(self.opener.uid, Resource::RingBytes, rings)?);
+        }
+        Ok(charges)
+    }
+
+    /// The host events a counting group holds: every term of every counter
+    /// that counts, once each; none without `PFM_COUNTERS`.
+    fn group_events(&self) -> Vec<HostEvent> {
         let mut events: Vec<HostEvent> = Vec::new();
         if self.settings.items.contains(Items::COUNTERS) {
             for selected in self.settings.counters.iter().flatten() {
@@ -852,28 +878,7 @@ impl OpenFile {
                 }
             }
         }
-        let samplers = if self.sampling_wanted() {
-            self.settings.counters.iter().flatten().count() as u64 * places
-        } else {
-            0
-        };
-        let descriptors = events.len() as u64 * places + samplers;
-        if descriptors > 0 {
-            self.host.host_charges.push(budgets.charge(
-                self.opener.uid,
-                Resource::PerfDescriptors,
-                descriptors,
-            )?);
-        }
-        if samplers > 0 {
-            let rings = samplers * backend.sampler_ring_bytes();
-            self.host.host_charges.push(budgets.charge(
-                self.opener.uid,
-                Resource::RingBytes,
-                rings,
-            )?);
-        }
-        Ok(())
+        events
     }
 
     /// One sampler per enabled counter, CPU and target: each sample is one
@@ -916,7 +921,7 @@ impl OpenFile {
                 );
             }
             let cpu_wide = self.settings.scope == Scope::LogAll;
-            let sink = Arc::new(
+            let sink: Arc<dyn SampleSink> = Arc::new(
                 TickSink::new(
                     self.sampled.histograms.clone(),
                     plan.weight,
@@ -925,17 +930,23 @@ impl OpenFile {
                 )
                 .user_only(modes.user && !modes.kernel && !modes.hypervisor),
             );
+            let kind = SamplerSpec {
+                target: Target::AllTasks,
+                cpu: 0,
+                event: plan.event,
+                period: plan.host_period,
+                modes,
+                callchain,
+                read_count: true,
+                shared: self.opener.shared,
+            };
+            self.host.sampler_kinds.push((kind.clone(), sink.clone()));
             for target in self.targets() {
                 for &cpu in cpus {
                     let spec = SamplerSpec {
                         target,
                         cpu,
-                        event: plan.event,
-                        period: plan.host_period,
-                        modes,
-                        callchain,
-                        read_count: true,
-                        shared: self.opener.shared,
+                        ..kind.clone()
                     };
                     let mut sampler = match backend.open_sampler(&spec, sink.clone()) {
                         Ok(sampler) => sampler,
@@ -953,17 +964,7 @@ impl OpenFile {
     }
 
     fn start_groups(&mut self, backend: &dyn Backend, cpus: &[u32]) -> Result<(), DeviceError> {
-        if !self.settings.items.contains(Items::COUNTERS) {
-            return Ok(());
-        }
-        let mut events: Vec<HostEvent> = Vec::new();
-        for selected in self.settings.counters.iter().flatten() {
-            for term in &selected.resolved.terms {
-                if !events.contains(&term.event) {
-                    events.push(term.event);
-                }
-            }
-        }
+        let events = self.group_events();
         if events.is_empty() {
             return Ok(());
         }
@@ -994,6 +995,91 @@ impl OpenFile {
 }
 
 impl OpenFile {
+    /// `PCNTLOGSELECT` by `tid`, a thread new to an open that counts PME
+    /// threads already: host events on it alone (groups and samplers, as
+    /// the others') join the live ones, which go on counting what their
+    /// threads created before (new events would follow only what a thread
+    /// creates after them), and nothing counted so far is folded. False
+    /// where the caller rebuilds the host events with the thread instead:
+    /// the open not counting yet, a thread that cleared its bit (its
+    /// exclusions count it), or the budget or the host refusing the new
+    /// events (a rebuild says why).
+    pub fn add_pme_thread(
+        &mut self,
+        backend: &dyn Backend,
+        budgets: &Budgets,
+        online: &[u32],
+        tid: i32,
+        identity: ThreadIdentity,
+    ) -> bool {
+        let target = Target::Thread(tid);
+        if self.settings.scope != Scope::LogSelect
+            || !self.counting()
+            || self.settings.pme.contains_key(&tid)
+            || self.host.exclusions.iter().any(|g| g.target == target)
+        {
+            return false;
+        }
+        let cpus = self.online_cpus(online);
+        let Ok(charges) = self.host_event_charges(backend, budgets, cpus.len()) else {
+            return false;
+        };
+        let (modes, running) = (self.modes(), self.settings.enabled);
+        let mut groups = Vec::new();
+        let events = self.group_events();
+        if !events.is_empty() {
+            for &cpu in &cpus {
+                let spec = GroupSpec {
+                    target,
+                    cpu,
+                    events: events.clone(),
+                    modes,
+                    shared: self.opener.shared,
+                };
+                match open_group(backend, &spec, running) {
+                    Ok(live) => groups.push(live),
+                    Err(e) => {
+                        tracing::debug!(tid, "PCNTLOGSELECT joining the live events: {e}");
+                        return false;
+                    }
+                }
+            }
+        }
+        let mut samplers = Vec::new();
+        for (kind, sink) in &self.host.sampler_kinds {
+            for &cpu in &cpus {
+                let spec = SamplerSpec {
+                    target,
+                    cpu,
+                    ..kind.clone()
+                };
+                // Switched on after the groups, as at an enable.
+                let opened = backend.open_sampler(&spec, sink.clone()).and_then(|mut s| {
+                    if running {
+                        s.enable()?;
+                    }
+                    Ok(s)
+                });
+                match opened {
+                    Ok(sampler) => samplers.push(sampler),
+                    Err(e) => {
+                        tracing::debug!(tid, "PCNTLOGSELECT joining the live samplers: {e}");
+                        return false;
+                    }
+                }
+            }
+        }
+        // The thread must still be the one that asked (see `start_counting`).
+        if backend.thread_identity(tid) != Some(identity) {
+            return false;
+        }
+        self.host.groups.extend(groups);
+        self.host.samplers.extend(samplers);
+        self.host.host_charges.extend(charges);
+        self.settings.pme.insert(tid, identity);
+        true
+    }
+
     /// `PCNTCLEARPCBPME` by `tid`, a thread that set its PME bit, keeping
     /// what it created since counted (their bits are their own, as on
     /// Tru64): its groups stay, and groups on it alone (inherited, so also

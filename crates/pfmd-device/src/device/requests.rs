@@ -55,6 +55,9 @@ impl Session<'_> {
                         "LOGSELECT without kernel-mode privilege: counting user mode only"
                     );
                 }
+                if self.add_pme_thread(tid, identity, kernel)? {
+                    return Ok(IoctlReply::none());
+                }
                 self.reconfigure(|f| {
                     f.settings.scope = Scope::LogSelect;
                     f.settings.pme.insert(tid, identity);

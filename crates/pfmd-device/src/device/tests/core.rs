@@ -600,3 +600,99 @@ fn random_ioctls_never_panic_and_leave_the_device_usable() {
         ioctl(&d, f, &c, n::PCNTGETINFO, 0).expect("and answers");
     }
 }
+
+/// A second thread's `PCNTLOGSELECT` on an open already counting PME
+/// threads joins the live host events: the first thread's stay open (so
+/// what it created before counts on; reopened, they would follow only what
+/// it creates after), events open on the new thread alone, with samplers
+/// like the others', and nothing counted so far is lost.
+#[test]
+fn a_further_pme_thread_joins_the_live_events() {
+    let b = MockBackend::with_events(&[HostEvent::CpuClock]);
+    let d = device_with(&b, 2);
+    let (first, second) = (root(30), root(31));
+    let f = counting_open(&d, &first, PCNTOPENALL);
+    ioctl(
+        &d,
+        f,
+        &first,
+        n::PCNTSETITEMS,
+        abi::PFM_COUNTERS | abi::PFM_IPL,
+    )
+    .unwrap();
+    ioctl(&d, f, &first, n::PCNTLOGSELECT, 0).unwrap();
+    ioctl(&d, f, &first, n::PCNTRENABLE, 0).unwrap();
+    b.advance(0, Target::Thread(30), HostEvent::CpuClock, 3 * 4096);
+    let (groups, samplers) = (b.opened().len(), b.sampler_specs().len());
+    ioctl(&d, f, &second, n::PCNTLOGSELECT, 0).unwrap();
+    let new_groups = &b.opened()[groups..];
+    assert_eq!(new_groups.len(), 2, "one group per CPU: {new_groups:?}");
+    assert!(new_groups.iter().all(|g| g.target == Target::Thread(31)));
+    let specs = b.sampler_specs();
+    let (old, new) = specs.split_at(samplers);
+    assert_eq!(new.len(), 2, "one sampler per CPU: {new:?}");
+    for spec in new {
+        let like = old.iter().find(|s| s.cpu == spec.cpu).unwrap();
+        assert_eq!(spec.target, Target::Thread(31));
+        assert_eq!((spec.event, spec.period), (like.event, like.period));
+    }
+    b.advance(1, Target::Thread(30), HostEvent::CpuClock, 2 * 4096);
+    b.advance(0, Target::Thread(31), HostEvent::CpuClock, 4 * 4096);
+    assert_eq!(getcnt(&d, f, &first)[0].pf_cntr0, 9);
+    // Selecting again opens nothing; a settings change rebuilds on both.
+    ioctl(&d, f, &second, n::PCNTLOGSELECT, 0).unwrap();
+    assert_eq!(b.opened().len(), groups + 2);
+    ioctl(&d, f, &first, n::PCNTSETMUX, cycles_only(0)).unwrap();
+    let rebuilt: Vec<Target> = b.opened()[groups + 2..].iter().map(|g| g.target).collect();
+    assert_eq!(rebuilt.len(), 4, "{rebuilt:?}");
+    assert!(rebuilt.contains(&Target::Thread(30)) && rebuilt.contains(&Target::Thread(31)));
+    assert_eq!(
+        getcnt(&d, f, &first)[0].pf_cntr0,
+        9,
+        "kept across the rebuild"
+    );
+}
+
+/// A passed descriptor: another user's thread joins root's PME threads
+/// (its own thread is its to count, and root's events count nothing new),
+/// unless it is allowed less kernel-mode counting than the open has; then
+/// the rebuild that would narrow the modes follows root's thread too, which
+/// that user may not watch: `EACCES`, and nothing opens.
+#[test]
+fn another_users_thread_joins_only_without_narrowing_the_modes() {
+    for (paranoid, joins) in [(2, false), (1, true)] {
+        let b = MockBackend::with_events(&[HostEvent::CpuClock]);
+        let d = device_with(&b, paranoid);
+        let r = root(5_000_040);
+        b.set_thread_owner(5_000_040, (0, 0));
+        let f = counting_open(&d, &r, PCNTOPENALL);
+        ioctl(&d, f, &r, n::PCNTLOGSELECT, 0).unwrap();
+        ioctl(&d, f, &r, n::PCNTRENABLE, 0).unwrap();
+        let groups = b.opened().len();
+        let other = user(5_000_041, vec![0, 1]);
+        let selected = ioctl(&d, f, &other, n::PCNTLOGSELECT, 0);
+        if !joins {
+            assert_eq!(selected.unwrap_err(), Errno::EACCES);
+            assert_eq!(b.opened().len(), groups, "nothing opened");
+            continue;
+        }
+        selected.expect("the user's own thread joins");
+        let new: Vec<Target> = b.opened()[groups..].iter().map(|g| g.target).collect();
+        assert_eq!(new, [Target::Thread(5_000_041); 2]);
+        b.advance(0, Target::Thread(5_000_040), HostEvent::CpuClock, 4096);
+        b.advance(1, Target::Thread(5_000_041), HostEvent::CpuClock, 4096);
+        assert_eq!(getcnt(&d, f, &r)[0].pf_cntr0, 2);
+        assert_eq!(
+            ioctl(
+                &d,
+                f,
+                &other,
+                n::PCNTSETITEMS,
+                abi::PFM_COUNTERS | abi::PFM_IPL
+            )
+            .unwrap_err(),
+            Errno::EACCES,
+            "a change still follows root's thread, which the user may not watch"
+        );
+    }
+}

@@ -274,7 +274,8 @@ fn a_pme_thread_number_taken_by_a_new_thread_is_not_counted() {
     b.reuse_thread(51);
     // A change of the host events reopens them on the PME threads.
     let opened = b.opened().len();
-    ioctl(&d, f, &owner, n::PCNTLOGSELECT, 0).unwrap();
+    let ipl = abi::PFM_COUNTERS | abi::PFM_IPL;
+    ioctl(&d, f, &owner, n::PCNTSETITEMS, ipl).unwrap();
     assert!(
         !b.opened()[opened..]
             .iter()
