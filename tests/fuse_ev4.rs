@@ -627,8 +627,12 @@ fn logselect_counts_children_started_afterwards() {
     );
 }
 
-/// Burns `ns` of the calling thread's CPU time; returns what it burnt.
+/// `burn(ns)` burns `ns` of the calling thread's CPU time and returns what
+/// it burnt; `print_cntr0(fd)` prints the open's `pf_cntr0`.
 const BURN: &str = r#"
+#include <sys/pfcntr.h>
+#include <sys/ioctl.h>
+
 static long long burn(long long ns)
 {
 	long long t0 = task_clock_ns(), t;
@@ -636,7 +640,37 @@ static long long burn(long long ns)
 		;
 	return t - t0;
 }
+
+static int print_cntr0(int fd)
+{
+	struct pfcntrs c = { 0 }, *cp = &c;
+
+	if (ioctl(fd, PCNTGETCNT, &cp)) {
+		perror("PCNTGETCNT");
+		return 1;
+	}
+	printf("pf_cntr0=%lu\n", c.pf_cntr0);
+	return 0;
+}
 "#;
+
+/// Builds `source` with [`BURN`] and runs it against a daemon of `MHZ`:
+/// the daemon (for its log) and the program's standard output.
+fn run_burning_program(name: &str, source: &str) -> (Daemon, String) {
+    let include = format!("-I{}/include", common::CRATE);
+    let source = common::with_task_clock(&format!("{BURN}{source}"));
+    let program = common::c_source(name, &source, &[&include, "-pthread"]);
+    let daemon = Daemon::start(&["--cpu-mhz", &MHZ.to_string()]);
+    let out = run(Command::new(program).env("PFM_DEVICE", &daemon.device));
+    assert!(out.status.success(), "{}\n{}", text(&out), daemon.log());
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    (daemon, stdout)
+}
+
+/// PF_CYCLES interrupts (every 4096) that `ns` of CPU time makes at `MHZ`.
+fn interrupts(ns: u64) -> f64 {
+    ns as f64 * MHZ as f64 / 1000.0 / 4096.0
+}
 
 /// A parent that set the PME bit, forked its workload and cleared its own bit:
 /// the child keeps the bit it inherited (as on Tru64) and is counted; the
@@ -651,7 +685,6 @@ const CLEAR_AFTER_FORK: &str = r#"
 int main(void)
 {
 	struct iccsr mux = { 0 };
-	struct pfcntrs c = { 0 }, *cp = &c;
 	int go[2], fd = open(getenv("PFM_DEVICE"), O_RDONLY | PCNTOPENALL);
 	char byte = 0;
 	pid_t child;
@@ -680,12 +713,7 @@ int main(void)
 		return 1;
 	printf("parent_ns=%lld\n", burn(200000000));
 	waitpid(child, 0, 0);
-	if (ioctl(fd, PCNTGETCNT, &cp)) {
-		perror("PCNTGETCNT");
-		return 1;
-	}
-	printf("pf_cntr0=%lu\n", c.pf_cntr0);
-	return 0;
+	return print_cntr0(fd);
 }
 "#;
 
@@ -694,19 +722,10 @@ fn a_parent_clearing_its_pme_bit_leaves_its_child_counted() {
     if !can_run() {
         return;
     }
-    let include = format!("-I{}/include", common::CRATE);
-    let program = common::c_source(
-        "clear_after_fork",
-        &common::with_task_clock(&format!("{BURN}{CLEAR_AFTER_FORK}")),
-        &[&include],
-    );
-    let daemon = Daemon::start(&["--cpu-mhz", &MHZ.to_string()]);
-    let out = run(Command::new(program).env("PFM_DEVICE", &daemon.device));
-    assert!(out.status.success(), "{}\n{}", text(&out), daemon.log());
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let (daemon, stdout) = run_burning_program("clear_after_fork", CLEAR_AFTER_FORK);
     let got = value(&stdout, "pf_cntr0").unwrap() as f64;
-    let child = value(&stdout, "child_ns").unwrap() as f64 * MHZ as f64 / 1000.0 / 4096.0;
-    let parent = value(&stdout, "parent_ns").unwrap() as f64 * MHZ as f64 / 1000.0 / 4096.0;
+    let child = interrupts(value(&stdout, "child_ns").unwrap());
+    let parent = interrupts(value(&stdout, "parent_ns").unwrap());
     // The child's 200 ms, the parent's 200 ms after its clear left out.
     assert!(
         got >= 0.8 * child && got <= 1.1 * child + 0.2 * parent,
@@ -743,7 +762,6 @@ static void *worker(void *arg)
 int main(void)
 {
 	struct iccsr mux = { 0 };
-	struct pfcntrs c = { 0 }, *cp = &c;
 	int fd = open(getenv("PFM_DEVICE"), O_RDONLY | PCNTOPENALL);
 	char byte = 0;
 	pid_t first, second;
@@ -780,12 +798,7 @@ int main(void)
 	}
 	if (write(go[1], &byte, 1) != 1 || waitpid(first, &status, 0) < 0 || status != 0)
 		return 1;
-	if (ioctl(fd, PCNTGETCNT, &cp)) {
-		perror("PCNTGETCNT");
-		return 1;
-	}
-	printf("pf_cntr0=%lu\n", c.pf_cntr0);
-	return 0;
+	return print_cntr0(fd);
 }
 "#;
 
@@ -794,15 +807,9 @@ fn a_second_select_keeps_the_first_childs_threads_counted() {
     if !can_run() {
         return;
     }
-    let include = format!("-I{}/include", common::CRATE);
-    let source = common::with_task_clock(&format!("{BURN}{SECOND_SELECT}"));
-    let program = common::c_source("second_select", &source, &[&include, "-pthread"]);
-    let daemon = Daemon::start(&["--cpu-mhz", &MHZ.to_string()]);
-    let out = run(Command::new(program).env("PFM_DEVICE", &daemon.device));
-    assert!(out.status.success(), "{}\n{}", text(&out), daemon.log());
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let (daemon, stdout) = run_burning_program("second_select", SECOND_SELECT);
     let got = value(&stdout, "pf_cntr0").unwrap() as f64;
-    let worker = value(&stdout, "worker_ns").unwrap() as f64 * MHZ as f64 / 1000.0 / 4096.0;
+    let worker = interrupts(value(&stdout, "worker_ns").unwrap());
     // The worker's 200 ms, all after the second child's select.
     assert!(
         got >= 0.8 * worker && got <= 1.1 * worker + 50.0,

@@ -821,6 +821,23 @@ impl OpenFile {
         result
     }
 
+    /// A counting group of `events` for `target` on `cpu`.
+    fn group_spec(
+        &self,
+        target: Target,
+        cpu: u32,
+        events: Vec<HostEvent>,
+        modes: ModeFilter,
+    ) -> GroupSpec {
+        GroupSpec {
+            target,
+            cpu,
+            events,
+            modes,
+            shared: self.opener.shared,
+        }
+    }
+
     /// The open's CPUs that are online.
     fn online_cpus(&self, online: &[u32]) -> Vec<u32> {
         (self.opener.cpus.iter().copied())
@@ -976,13 +993,7 @@ impl OpenFile {
         }
         for target in self.targets() {
             for &cpu in cpus {
-                let spec = GroupSpec {
-                    target,
-                    cpu,
-                    events: events.clone(),
-                    modes,
-                    shared: self.opener.shared,
-                };
+                let spec = self.group_spec(target, cpu, events.clone(), modes);
                 match open_group(backend, &spec, self.settings.enabled) {
                     Ok(live) => self.host.groups.push(live),
                     Err(e) if self.thread_exited(target, &e) => break,
@@ -1029,13 +1040,7 @@ impl OpenFile {
         let events = self.group_events();
         if !events.is_empty() {
             for &cpu in &cpus {
-                let spec = GroupSpec {
-                    target,
-                    cpu,
-                    events: events.clone(),
-                    modes,
-                    shared: self.opener.shared,
-                };
+                let spec = self.group_spec(target, cpu, events.clone(), modes);
                 match open_group(backend, &spec, running) {
                     Ok(live) => groups.push(live),
                     Err(e) => {
@@ -1121,13 +1126,7 @@ impl OpenFile {
         let modes = self.modes();
         let mut opened = Vec::with_capacity(kept.len());
         for (cpu, events) in kept {
-            let spec = GroupSpec {
-                target,
-                cpu,
-                events,
-                modes,
-                shared: self.opener.shared,
-            };
+            let spec = self.group_spec(target, cpu, events, modes);
             match open_group(backend, &spec, self.settings.enabled) {
                 Ok(live) => opened.push(live),
                 Err(e) => {
