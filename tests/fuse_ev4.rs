@@ -818,6 +818,89 @@ fn a_second_select_keeps_the_first_childs_threads_counted() {
     );
 }
 
+/// Settings changed away and back (items with and without PFM_IPL): the
+/// thread the PME child started before the change is counted again after
+/// it, as the open takes back the host events it had.
+const CHANGED_BACK: &str = r#"
+#include <fcntl.h>
+#include <pthread.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static int ready[2], go[2];
+
+static void *worker(void *arg)
+{
+	char byte = 0;
+
+	(void)arg;
+	if (write(ready[1], &byte, 1) != 1 || read(go[0], &byte, 1) != 1)
+		_exit(2);
+	printf("worker_ns=%lld\n", burn(200000000));
+	fflush(stdout);
+	return 0;
+}
+
+static int items(int fd, long items)
+{
+	return ioctl(fd, PCNTSETITEMS, &items);
+}
+
+int main(void)
+{
+	struct iccsr mux = { 0 };
+	int fd = open(getenv("PFM_DEVICE"), O_RDONLY | PCNTOPENALL);
+	char byte = 0;
+	pid_t child;
+	int status;
+
+	mux.iccsr_mux0 = PF_CYCLES;
+	mux.iccsr_pc0 = 1;		/* every 4096 */
+	mux.iccsr_disable = 2;		/* counter 1 off */
+	if (fd < 0 || ioctl(fd, PCNTSETMUX, &mux) || ioctl(fd, PCNTCLEARCNT) ||
+	    pipe(ready) || pipe(go)) {
+		perror("setup");
+		return 1;
+	}
+	child = fork();
+	if (child == 0) {
+		pthread_t t;
+
+		if (ioctl(fd, PCNTLOGSELECT) || ioctl(fd, PCNTRENABLE)) {
+			perror("child");
+			_exit(1);
+		}
+		pthread_create(&t, 0, worker, 0);
+		pthread_join(t, 0);
+		_exit(0);
+	}
+	if (read(ready[0], &byte, 1) != 1)
+		return 1;
+	if (items(fd, PFM_COUNTERS | PFM_IPL) || items(fd, PFM_COUNTERS)) {
+		perror("PCNTSETITEMS");
+		return 1;
+	}
+	if (write(go[1], &byte, 1) != 1 || waitpid(child, &status, 0) < 0 || status != 0)
+		return 1;
+	return print_cntr0(fd);
+}
+"#;
+
+#[test]
+fn settings_changed_back_count_the_threads_they_counted() {
+    if !can_run() {
+        return;
+    }
+    let (daemon, stdout) = run_burning_program("changed_back", CHANGED_BACK);
+    let got = value(&stdout, "pf_cntr0").unwrap() as f64;
+    let worker = interrupts(value(&stdout, "worker_ns").unwrap());
+    assert!(
+        got >= 0.8 * worker && got <= 1.1 * worker + 50.0,
+        "counted {got} interrupts: worker {worker:.0}\n{stdout}\n{}",
+        daemon.log()
+    );
+}
+
 #[test]
 fn unavailable_events_are_eopnotsupp_and_never_count_zero() {
     if !can_run() {

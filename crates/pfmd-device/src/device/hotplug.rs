@@ -94,6 +94,8 @@ impl Device {
     /// again on the CPUs online now.
     fn restart_host_events(&self, file: &mut OpenFile, online: &[u32]) -> Result<(), DeviceError> {
         let khz = self.config.cpu_khz;
+        // Events kept for earlier settings lack the new CPUs.
+        file.drop_kept();
         if file.counting() {
             file.stop_counting(khz, &self.readers)?;
         }

@@ -215,6 +215,24 @@ pub struct OpenFile {
     pub tallies: Vec<CpuTally>,
     pub sampled: Sampled,
     host: HostEvents,
+    /// Host events of earlier settings under `PCNTLOGSELECT`, switched off
+    /// and kept open with their budget, newest last: settings changed back
+    /// take them again. Inherited host events follow what the PME threads
+    /// created while they were open; new ones would follow only what the
+    /// threads create from then on (a mux rotated by `pfmstat -a`, a tool
+    /// switching back and forth). At most [`KEPT_SETTINGS`]; dropped when
+    /// a budget runs short, when the PME threads change, at a CPU change
+    /// and at close.
+    kept: Vec<KeptEvents>,
+}
+
+/// Settings whose host events an open keeps (see [`OpenFile`]'s `kept`).
+pub const KEPT_SETTINGS: usize = 32;
+
+struct KeptEvents {
+    plan: HostPlan,
+    host: HostEvents,
+    sample_period: [u64; MAX_COUNTERS],
 }
 
 /// See [`OpenFile::host_plan`].
@@ -368,6 +386,7 @@ impl OpenFile {
                 sample_period: [0; MAX_COUNTERS],
             },
             host: HostEvents::default(),
+            kept: Vec::new(),
         }
     }
 
@@ -720,7 +739,65 @@ impl OpenFile {
             self.sampled.histograms.lock().reconcile(|_| 0);
         }
         self.clear_host_events();
+        self.kept.clear();
         switched.and(folded)
+    }
+
+    /// Folds, then switches off and keeps the host events, which counted
+    /// `plan`, for settings changed back to it; where they are not kept
+    /// (`PCNTLOGALL`: new CPU-wide events miss nothing), as
+    /// [`stop_counting`](Self::stop_counting) without dropping those kept.
+    pub fn put_away_counting(
+        &mut self,
+        khz: u64,
+        readers: &GroupReaders,
+        plan: HostPlan,
+    ) -> Result<(), DeviceError> {
+        if plan.scope != Scope::LogSelect || self.set_running(false).is_err() {
+            let kept = std::mem::take(&mut self.kept);
+            let stopped = self.stop_counting(khz, readers);
+            self.kept = kept;
+            return stopped;
+        }
+        let folded = self.fold(khz, readers);
+        if folded.is_err() {
+            self.clear_host_events();
+            return folded;
+        }
+        self.kept.retain(|k| k.plan != plan);
+        if self.kept.len() == KEPT_SETTINGS {
+            self.kept.remove(0);
+        }
+        self.kept.push(KeptEvents {
+            plan,
+            host: std::mem::take(&mut self.host),
+            sample_period: self.sampled.sample_period,
+        });
+        Ok(())
+    }
+
+    /// Closes the host events kept for earlier settings.
+    pub fn drop_kept(&mut self) {
+        self.kept.clear();
+    }
+
+    /// Takes the kept host events of the current settings, if any, and
+    /// switches them on where the open is enabled.
+    fn take_kept(&mut self) -> Result<bool, DeviceError> {
+        let plan = self.host_plan();
+        let Some(at) = self.kept.iter().position(|k| k.plan == plan) else {
+            return Ok(false);
+        };
+        let kept = self.kept.remove(at);
+        self.host = kept.host;
+        self.sampled.sample_period = kept.sample_period;
+        if self.settings.enabled
+            && let Err(e) = self.set_running(true)
+        {
+            self.clear_host_events();
+            return Err(e);
+        }
+        Ok(true)
     }
 
     /// Switches every host event of this open on or off, keeping them open.
@@ -783,6 +860,10 @@ impl OpenFile {
                 && self.host.samplers.is_empty()
         );
         let cpus = self.online_cpus(online);
+        self.forget_exited_pme(backend);
+        if self.take_kept()? {
+            return Ok(());
+        }
         let mut result;
         let mut tries = 0;
         loop {
@@ -802,6 +883,13 @@ impl OpenFile {
             let changed = (self.settings.pme.iter())
                 .any(|(&tid, known)| backend.thread_identity(tid) != Some(*known));
             tries += 1;
+            if result.is_err() && !self.kept.is_empty() {
+                // What is kept holds budget and descriptors: let it go first.
+                tracing::debug!("dropping the host events kept for earlier settings: {result:?}");
+                self.kept.clear();
+                self.clear_host_events();
+                continue;
+            }
             if result.is_err() || !changed || tries == 3 {
                 if changed {
                     result = Err(DeviceError::Busy(
@@ -1082,6 +1170,8 @@ impl OpenFile {
         self.host.samplers.extend(samplers);
         self.host.host_charges.extend(charges);
         self.settings.pme.insert(tid, identity);
+        // Kept events lack the thread: settings changed back rebuild.
+        self.kept.clear();
         true
     }
 
@@ -1136,6 +1226,8 @@ impl OpenFile {
             }
         }
         self.host.exclusions.extend(opened);
+        // Kept events would count the thread again.
+        self.kept.clear();
         self.host.host_charges.push(charge);
         self.settings.pme.remove(&tid);
         true

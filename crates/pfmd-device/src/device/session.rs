@@ -173,7 +173,7 @@ impl Session<'_> {
         let backend = self.device.backend.as_ref();
         let budgets = &self.device.budgets;
         let stopped = if built {
-            file.stop_counting(khz, &self.device.readers)
+            file.put_away_counting(khz, &self.device.readers, plan)
         } else {
             Ok(())
         };

@@ -696,3 +696,63 @@ fn another_users_thread_joins_only_without_narrowing_the_modes() {
         );
     }
 }
+
+/// Under `PCNTLOGSELECT`, settings changed back take the host events they
+/// had, switched off meanwhile and kept open: inherited events still follow
+/// what the PME threads created since they opened (a mux rotated by
+/// `pfmstat -a`), where new ones would follow only what comes after.
+#[test]
+fn settings_changed_back_take_their_kept_host_events() {
+    let b = MockBackend::with_events(&HostEvent::NAMED);
+    let d = device_with(&b, 2);
+    let c = root(60);
+    let f = d.open(&c, PCNTOPENALL).unwrap();
+    let cycles = Iccsr::new(0xa, 0, 1, 0, 2).0;
+    let branches = Iccsr::new(0x8, 0, 1, 0, 2).0;
+    ioctl(&d, f, &c, n::PCNTSETMUX, cycles).unwrap();
+    ioctl(&d, f, &c, n::PCNTLOGSELECT, 0).unwrap();
+    ioctl(&d, f, &c, n::PCNTRENABLE, 0).unwrap();
+    let thread = Target::Thread(60);
+    b.advance(0, thread, HostEvent::Cycles, 3 * 4096);
+    let opened = b.opened().len();
+    ioctl(&d, f, &c, n::PCNTSETMUX, branches).unwrap();
+    assert_eq!(b.opened().len(), opened + 2, "new events for branches");
+    // Cycles while counting branches are not the cycles counter's.
+    b.advance(0, thread, HostEvent::Cycles, 50 * 4096);
+    b.advance(1, thread, HostEvent::BranchInstructions, 4 * 4096);
+    assert_eq!(getcnt(&d, f, &c)[0].pf_cntr0, 3 + 4);
+    ioctl(&d, f, &c, n::PCNTSETMUX, cycles).unwrap();
+    assert_eq!(b.opened().len(), opened + 2, "the cycles events again");
+    b.advance(0, thread, HostEvent::Cycles, 2 * 4096);
+    b.advance(1, thread, HostEvent::BranchInstructions, 60 * 4096);
+    assert_eq!(getcnt(&d, f, &c)[0].pf_cntr0, 3 + 4 + 2);
+    ioctl(&d, f, &c, n::PCNTSETMUX, branches).unwrap();
+    assert_eq!(b.opened().len(), opened + 2, "and the branches events");
+    b.advance(1, thread, HostEvent::BranchInstructions, 4096);
+    assert_eq!(getcnt(&d, f, &c)[0].pf_cntr0, 3 + 4 + 2 + 1);
+    // A further PME thread drops what is kept: it lacks that thread.
+    ioctl(&d, f, &root(61), n::PCNTLOGSELECT, 0).unwrap();
+    ioctl(&d, f, &c, n::PCNTSETMUX, cycles).unwrap();
+    let new: Vec<Target> = b.opened()[opened + 4..].iter().map(|g| g.target).collect();
+    assert_eq!(new.len(), 4, "cycles opened again on both threads: {new:?}");
+    assert!(new.contains(&thread) && new.contains(&Target::Thread(61)));
+}
+
+/// What is kept holds budget: a change the budget would refuse lets it go
+/// first, and goes on.
+#[test]
+fn kept_host_events_give_way_to_the_budget() {
+    let b = MockBackend::with_events(&HostEvent::NAMED);
+    // Four descriptors for this user: one setting's two groups of one
+    // event, and room for one more setting only if the kept one goes.
+    let limits =
+        crate::device::budget::Limits::new((1 << 20, 1 << 20), (4, 4), (1 << 30, 1 << 30), 8);
+    let d = crate::device::test_fixtures::device_with_limits(Implementation::Ev4, &b, 2, limits);
+    let c = root(70);
+    let f = d.open(&c, PCNTOPENALL).unwrap();
+    ioctl(&d, f, &c, n::PCNTSETMUX, Iccsr::new(0xa, 0, 1, 0, 2).0).unwrap();
+    ioctl(&d, f, &c, n::PCNTLOGSELECT, 0).unwrap();
+    ioctl(&d, f, &c, n::PCNTSETMUX, Iccsr::new(0x8, 0, 1, 0, 2).0).unwrap();
+    ioctl(&d, f, &c, n::PCNTSETMUX, Iccsr::new(0x4, 0, 1, 0, 2).0)
+        .expect("the kept settings make room");
+}
