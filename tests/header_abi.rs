@@ -570,6 +570,7 @@ fn layouts() -> Vec<Layout> {
                 pi_lost_samples,
                 pi_throttled,
                 pi_online,
+                pi_reopened,
                 pi_reserved,
             ]
         ),

@@ -433,11 +433,37 @@ fn multiplexing_scales_every_event_back_to_the_whole_run() {
     assert_eq!(event(&r, "PF6_MUX1_REPLAY_TRAP")["status"], "unavailable");
     assert_eq!(m["tasks_created_before_a_switch_lost"], false);
 
-    // A command with a child alive across switches: the device reopens its
-    // counters on the command's first thread at each switch, and perf's
-    // inherit does not reach tasks that already exist. pfmstat says so.
+    // A command with a child alive across switches: pfmstat opened every
+    // configuration while the command was stopped at its exec, and each
+    // switch takes back the counters the child inherited. It is counted.
     let (r, out) = report(&d, &["-a"], &["fork", "0", "400", "wait"]);
     assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(
+        r["multiplexing"]["tasks_created_before_a_switch_lost"], false,
+        "{r:#}"
+    );
+    let truth =
+        burned_cycles(&out.stdout, "process_ns")[0] + burned_cycles(&out.stdout, "child_cpu_ns")[0];
+    for name in ["PF6_MUX0_CYCLES", "PF6_MUX1_CYCLES"] {
+        let estimate = count(&r, name);
+        assert!(
+            within(estimate, truth, 0.95, 1.05),
+            "{name}: estimate {estimate} vs true {truth} with the child\n{r:#}"
+        );
+    }
+    // A descriptor budget too small to keep the configurations: the device
+    // opens counters anew at switches, which perf's inherit does not extend
+    // to the child that already exists. pfmstat says so.
+    let small = Daemon::start(&[
+        "--model",
+        "ev6",
+        "--cpu-mhz",
+        "2000",
+        "--perf-fds-per-user",
+        "5",
+    ]);
+    let (r, out) = report(&small, &["-a"], &["fork", "0", "400", "wait"]);
+    assert!(out.status.success(), "{}\n{}", text(&out), small.log());
     assert_eq!(
         r["multiplexing"]["tasks_created_before_a_switch_lost"], true,
         "{r:#}"

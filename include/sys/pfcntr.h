@@ -566,7 +566,8 @@ struct pfm_info {
 	unsigned long	pi_lost_samples;	/* samples the host lost */
 	unsigned long	pi_throttled;		/* times the host throttled sampling */
 	unsigned long	pi_online;		/* CPUs online now */
-	unsigned long	pi_reserved[7];		/* zero */
+	unsigned long	pi_reopened;		/* host events opened anew on PME threads already followed */
+	unsigned long	pi_reserved[6];		/* zero */
 };
 
 #endif /* _SYS_PFCNTR_H_ */

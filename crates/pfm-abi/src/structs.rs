@@ -247,7 +247,11 @@ pub struct PfmInfo {
     pub pi_throttled: u64,
     /// CPUs online now (an EACH array still has `pi_ncpus` elements).
     pub pi_online: u64,
-    pub pi_reserved: [u64; 7],
+    /// Times the open's host events were opened anew on PME threads that
+    /// earlier host events of the open followed: what those threads had
+    /// created is no longer counted from then on.
+    pub pi_reopened: u64,
+    pub pi_reserved: [u64; 6],
 }
 
 #[cfg(test)]

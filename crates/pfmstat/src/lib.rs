@@ -778,11 +778,13 @@ fn run(opts: &Options) -> Result<u8, Error> {
     let exit = failed.first().map(|(_, e)| *e).or(last.exit);
     let multiplexing = opts.all.then(|| {
         let lost = outcomes.iter().any(|o| {
-            o.tracker.as_ref().is_some_and(|t| t.saw_other_tasks()) && configs.len() > 1
+            o.tracker.as_ref().is_some_and(|t| t.saw_other_tasks())
+                && configs.len() > 1
+                && o.reopened != Some(0)
         });
         if lost {
             notes.push(
-                "-a: the command had other threads or processes while the mux was switched; each switch makes the device reopen its counters on the command's first thread, which perf's inherit extends only to tasks created afterwards, so those tasks' events after a switch are missing and the estimates are low".into(),
+                "-a: the command had other threads or processes while the mux was switched, and the device opened its counters anew on the command's first thread at a switch (it keeps every configuration's counters only within its budgets, and only where pfmstat could stop the command at its exec); perf's inherit extends new counters only to tasks created afterwards, so those tasks' events after such a switch are missing and the estimates are low".into(),
             );
         }
         if configs.len() == 1 {

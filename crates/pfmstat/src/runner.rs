@@ -15,8 +15,12 @@
 //! would silently drop every descendant that already exists. Counting
 //! therefore never stops; pfmstat reads the counters at each SIGUSR1 and
 //! SIGUSR2 and counts only the differences inside the windows. `-a` has
-//! to reprogram (that is what multiplexing is): it warns when the command
-//! had other tasks when the mux was switched.
+//! to reprogram (that is what multiplexing is): the command stops at its
+//! exec while every configuration is programmed once, so the daemon keeps
+//! each one's host events, opened before the command created anything,
+//! and a switch takes them back ([`open_every_config`]). pfmstat warns
+//! when the daemon had to open any anew (`pi_reopened`) while the command
+//! had other tasks.
 //!
 //! `--pid` ([`Target::Pid`]): the device counts only threads that select
 //! themselves, and another process cannot be made to, so the device counts
@@ -97,6 +101,9 @@ pub struct Outcome {
     /// A device error after the command started: counting stopped there,
     /// the command ran to its end.
     pub failure: Option<Error>,
+    /// Times the daemon opened host events anew on the command's thread
+    /// after it started (`pi_reopened`); `None` where it could not be read.
+    pub reopened: Option<u64>,
 }
 
 fn sys(what: &'static str) -> impl Fn(Errno) -> Error {
@@ -357,19 +364,40 @@ fn run_blocked(
         .as_ref()
         .map(|(pid, _)| target_clock.sample(&[*pid]));
 
+    let rotate = plan.slice.filter(|_| plan.configs.len() > 1);
     let first = device.read()?;
     let started = Instant::now();
+    // -a weighs intervals by the command's CPU time: the clock follows what
+    // the command creates once it is open (opened while the command is
+    // stopped at its exec, before it can create anything).
+    let mut command_time = None;
     let pid = match target {
         Target::Command(command) => {
             // The command gets the PME bit before exec, with every signal
-            // unblocked (pfmstat blocks its own for the signalfd).
-            let options = SpawnOptions {
-                stop_at_exec: false,
-                unblock_signals: true,
+            // unblocked (pfmstat blocks its own for the signalfd); under -a
+            // it stops at its exec (where ptrace is refused, it does not,
+            // and the warning below says what that costs).
+            let spawn = |stop_at_exec| {
+                let options = SpawnOptions {
+                    stop_at_exec,
+                    unblock_signals: true,
+                };
+                spawn_counted(device.device(), command_of(command, plan)?, options)
+                    .map_err(spawn_error(command))
             };
-            let child = spawn_counted(device.device(), command_of(command, plan)?, options)
-                .map_err(spawn_error(command))?;
-            Some(child.id() as i32)
+            let (child, traced) = match spawn(rotate.is_some()) {
+                Err(Error::Spawn {
+                    source: pfm_client::SpawnError::TraceMe(_),
+                    ..
+                }) => (spawn(false)?, false),
+                spawned => (spawned?, rotate.is_some()),
+            };
+            let pid = child.id() as i32;
+            command_time = rotate.map(|_| CommandTime::for_command(pid));
+            if traced {
+                open_every_config(device, plan.configs, pid)?;
+            }
+            Some(pid)
         }
         Target::Pid {
             command: Some(command),
@@ -385,18 +413,14 @@ fn run_blocked(
         Target::Pid { command: None, .. } => None,
     };
     // We wait for the child ourselves (waitid/wait4): the Child is dropped.
-
-    let rotate = plan.slice.filter(|_| plan.configs.len() > 1);
+    let reopened_before = device.device().info().map(|i| i.pi_reopened);
     let mut timeline = Timeline {
         device,
         ledger: Ledger::new(first.per_cpu.len()),
         last: first,
         last_cpu: 0,
         // System-wide counters count all the time: wall time weighs them.
-        clock: match (target, pid) {
-            (Target::Command(_), Some(pid)) => rotate.map(|_| CommandTime::for_command(pid)),
-            _ => None,
-        },
+        clock: command_time,
         current: 0,
         in_window: !plan.signals,
     };
@@ -564,6 +588,9 @@ fn run_blocked(
         }
     }
     let elapsed = started.elapsed();
+    let reopened = (reopened_before.as_ref().ok())
+        .zip(timeline.device.device().info().ok())
+        .map(|(before, now)| now.pi_reopened.saturating_sub(*before));
     if failure.is_none() {
         match timeline.mark(plan.configs, &pids(&tracker)) {
             Ok(()) if plan.interval.is_some() => on_interval(&timeline.ledger, elapsed)?,
@@ -600,7 +627,42 @@ fn run_blocked(
         windows,
         tracker,
         failure,
+        reopened,
     })
+}
+
+/// `-a`: programs every configuration once, the first last, while the
+/// command is stopped at its exec (`PTRACE_TRACEME`), then lets it run.
+/// Under `PCNTLOGSELECT` the daemon keeps each configuration's host events,
+/// switched off, and a later switch takes them back: opened on the command's
+/// thread before it created anything, they follow every task it creates
+/// (docs/device.md §3). A command that did not stop is killed.
+fn open_every_config(
+    device: &mut CountingDevice,
+    configs: &[Config],
+    pid: i32,
+) -> Result<(), Error> {
+    let pid = Pid::from_raw(pid);
+    let opened = match waitpid(pid, None) {
+        Ok(WaitStatus::Stopped(_, Signal::SIGTRAP)) => (configs[1..].iter())
+            .chain(&configs[..1])
+            .try_for_each(|config| device.program(config))
+            .map_err(|source| Error::Program {
+                what: "opening every -a configuration",
+                source,
+            })
+            .and_then(|()| nix::sys::ptrace::detach(pid, None).map_err(sys("PTRACE_DETACH"))),
+        Ok(other) => Err(Error::Io {
+            what: "-a: waiting for the command's exec".into(),
+            source: std::io::Error::other(format!("it did not stop there: {other:?}")),
+        }),
+        Err(errno) => Err(sys("waitpid")(errno)),
+    };
+    if opened.is_err() {
+        let _ = kill(pid, Signal::SIGKILL);
+        let _ = waitpid(pid, None);
+    }
+    opened
 }
 
 /// Reaps any exited child other than the command (orphans that became ours

@@ -224,6 +224,11 @@ pub struct OpenFile {
     /// a budget runs short, when the PME threads change, at a CPU change
     /// and at close.
     kept: Vec<KeptEvents>,
+    /// PME threads that host events of this open have followed.
+    followed: std::collections::BTreeSet<i32>,
+    /// Times host events were opened anew on a thread in `followed`
+    /// (`pi_reopened`): what it had created is no longer counted.
+    pub reopened: u64,
 }
 
 /// Settings whose host events an open keeps (see [`OpenFile`]'s `kept`).
@@ -387,6 +392,8 @@ impl OpenFile {
             },
             host: HostEvents::default(),
             kept: Vec::new(),
+            followed: Default::default(),
+            reopened: 0,
         }
     }
 
@@ -753,7 +760,11 @@ impl OpenFile {
         readers: &GroupReaders,
         plan: HostPlan,
     ) -> Result<(), DeviceError> {
-        if plan.scope != Scope::LogSelect || self.set_running(false).is_err() {
+        // Not kept with exclusions, for the reason `add_pme_thread` gives.
+        if plan.scope != Scope::LogSelect
+            || !self.host.exclusions.is_empty()
+            || self.set_running(false).is_err()
+        {
             let kept = std::mem::take(&mut self.kept);
             let stopped = self.stop_counting(khz, readers);
             self.kept = kept;
@@ -903,6 +914,12 @@ impl OpenFile {
         }
         if result.is_err() {
             self.clear_host_events();
+        } else if self.counting() && self.settings.scope == Scope::LogSelect {
+            let pme = self.settings.pme.keys();
+            if pme.clone().any(|tid| self.followed.contains(tid)) {
+                self.reopened += 1;
+            }
+            self.followed.extend(pme);
         }
         self.host.system_wide_with_kernel =
             self.settings.scope == Scope::LogAll && self.modes().kernel;
@@ -1112,10 +1129,14 @@ impl OpenFile {
         identity: ThreadIdentity,
     ) -> bool {
         let target = Target::Thread(tid);
+        // Exclusions (a thread that cleared its bit) are read apart from
+        // the groups they come off, so what both count moves between the
+        // two reads and a count could seem to go back; a rebuild drops them
+        // where no thread needs them, as it always did.
         if self.settings.scope != Scope::LogSelect
             || !self.counting()
             || self.settings.pme.contains_key(&tid)
-            || self.host.exclusions.iter().any(|g| g.target == target)
+            || !self.host.exclusions.is_empty()
         {
             return false;
         }
@@ -1170,6 +1191,7 @@ impl OpenFile {
         self.host.samplers.extend(samplers);
         self.host.host_charges.extend(charges);
         self.settings.pme.insert(tid, identity);
+        self.followed.insert(tid);
         // Kept events lack the thread: settings changed back rebuild.
         self.kept.clear();
         true

@@ -229,6 +229,7 @@ impl Session<'_> {
         info.pi_lost_samples = file.sampled.histograms.lost.load(relaxed);
         info.pi_throttled = file.sampled.histograms.throttled.load(relaxed);
         info.pi_online = device.online_cpus().len() as u64;
+        info.pi_reopened = file.reopened;
         info
     }
 }

@@ -730,12 +730,18 @@ fn settings_changed_back_take_their_kept_host_events() {
     assert_eq!(b.opened().len(), opened + 2, "and the branches events");
     b.advance(1, thread, HostEvent::BranchInstructions, 4096);
     assert_eq!(getcnt(&d, f, &c)[0].pf_cntr0, 3 + 4 + 2 + 1);
+    let reopened = |d: &Device| {
+        let out = ioctl(d, f, &c, n::PCNTGETINFO, 0).unwrap().out;
+        PfmInfo::read_from_bytes(&out).unwrap().pi_reopened
+    };
+    assert_eq!(reopened(&d), 1, "the branches events opened on thread 60");
     // A further PME thread drops what is kept: it lacks that thread.
     ioctl(&d, f, &root(61), n::PCNTLOGSELECT, 0).unwrap();
     ioctl(&d, f, &c, n::PCNTSETMUX, cycles).unwrap();
     let new: Vec<Target> = b.opened()[opened + 4..].iter().map(|g| g.target).collect();
     assert_eq!(new.len(), 4, "cycles opened again on both threads: {new:?}");
     assert!(new.contains(&thread) && new.contains(&Target::Thread(61)));
+    assert_eq!(reopened(&d), 2);
 }
 
 /// What is kept holds budget: a change the budget would refuse lets it go
