@@ -167,3 +167,88 @@ fn cpu_time_ns() -> u64 {
     let ts = nix::time::clock_gettime(nix::time::ClockId::CLOCK_THREAD_CPUTIME_ID).unwrap();
     ts.tv_sec() as u64 * 1_000_000_000 + ts.tv_nsec() as u64
 }
+
+/// EV6 raw counts read in a loop while a forked child burns, after the
+/// parent cleared its own PME bit (its host events then come off the
+/// child's through a second set, read apart): the counts never go back, as
+/// a hardware counter's never do (PAPI's EV6 substrate subtracts readings).
+const CLEARED_PARENT_READS: &str = r#"
+#include <sys/pfcntr.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+int main(void)
+{
+	long mux = PF6_MUX0_CYCLES | PF6_MUX1_CYCLES;
+	union pmctrs_ev6 sel;
+	struct pfcntrs_ev6 c[64], *cp = c;
+	unsigned long last = 0;
+	long reads = 0, back = 0;
+	int fd = open(getenv("PFM_DEVICE"), O_RDONLY | PCNTOPENALL), status;
+	pid_t child;
+
+	memset(&sel, 0, sizeof sel);
+	sel.pmctrs_ev6_cpu = PMCTRS_ALL_CPUS;
+	sel.pmctrs_ev6_select = PF6_SEL_COUNTER_0 | PF6_SEL_COUNTER_1;
+	if (fd < 0 || ioctl(fd, PCNT6MUX, &mux) || ioctl(fd, PCNTLOGSELECT) ||
+	    ioctl(fd, PCNT6RESTART, &sel.pmctrs_ev6_long)) {
+		perror("setup");
+		return 1;
+	}
+	child = fork();
+	if (child == 0) {
+		struct timespec a, b;
+		volatile unsigned long x = 1;
+
+		clock_gettime(CLOCK_MONOTONIC, &a);
+		do {
+			for (int i = 0; i < 1000; i++)
+				x = x * 3 + 1;
+			clock_gettime(CLOCK_MONOTONIC, &b);
+		} while ((b.tv_sec - a.tv_sec) * 1000 + (b.tv_nsec - a.tv_nsec) / 1000000 < 600);
+		_exit(0);
+	}
+	if (ioctl(fd, PCNTCLEARPCBPME)) {
+		perror("PCNTCLEARPCBPME");
+		return 1;
+	}
+	while (waitpid(child, &status, WNOHANG) == 0) {
+		if (ioctl(fd, PCNT6READCNTRS, &cp)) {
+			perror("PCNT6READCNTRS");
+			return 1;
+		}
+		reads++;
+		if (c[0].pf_cntr0 < last)
+			back++;
+		last = c[0].pf_cntr0;
+	}
+	printf("reads=%ld\nback=%ld\nlast=%lu\n", reads, back, last);
+	return 0;
+}
+"#;
+
+#[test]
+fn counts_never_go_back_while_a_cleared_parents_child_runs() {
+    if !can_run() {
+        return;
+    }
+    let include = format!("-I{}/include", common::CRATE);
+    let program = common::c_source("cleared_parent_reads", CLEARED_PARENT_READS, &[&include]);
+    let daemon = Daemon::start(&["--model", "ev6", "--cpu-mhz", &MHZ.to_string()]);
+    let out = run(std::process::Command::new(program).env("PFM_DEVICE", &daemon.device));
+    assert!(out.status.success(), "{}\n{}", text(&out), daemon.log());
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(value(&stdout, "reads").unwrap() > 100, "{stdout}");
+    assert!(
+        value(&stdout, "last").unwrap() > 0,
+        "the child counted: {stdout}"
+    );
+    assert_eq!(value(&stdout, "back"), Some(0), "{stdout}");
+}

@@ -568,6 +568,12 @@ impl OpenFile {
         }
     }
 
+    /// Whether host events of a thread that cleared its PME bit come off
+    /// the counts (see [`OpenFile::exclude_pme_thread`]).
+    pub fn has_exclusions(&self) -> bool {
+        !self.host.exclusions.is_empty()
+    }
+
     pub fn counting(&self) -> bool {
         !self.host.groups.is_empty() || !self.host.samplers.is_empty()
     }

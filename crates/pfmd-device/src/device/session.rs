@@ -227,7 +227,16 @@ impl Session<'_> {
     pub fn snapshot(&mut self) -> Result<Vec<CpuCounts>, DeviceError> {
         let khz = self.khz();
         let file = &mut *self.file;
-        let pending = file.pending_events(khz, false, &self.device.readers)?;
+        // Exclusions are read apart from the groups they come off: what
+        // both count moves between the two reads, so a projection could
+        // fall below the last one. Folded (never below 0 per read), the
+        // counts only grow; such opens have no samplers to drain.
+        let pending = if file.has_exclusions() {
+            file.fold(khz, &self.device.readers)?;
+            Default::default()
+        } else {
+            file.pending_events(khz, false, &self.device.readers)?
+        };
         let now = now_cycles(khz);
         let mut out = Vec::with_capacity(file.opener.cpus.len());
         for &cpu in &file.opener.cpus {
