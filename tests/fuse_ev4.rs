@@ -734,94 +734,12 @@ fn a_parent_clearing_its_pme_bit_leaves_its_child_counted() {
     );
 }
 
-/// Two children select on the inherited descriptor in turn (as a tool
-/// running two workloads does): the second's `PCNTLOGSELECT` leaves the
-/// thread the first started before it counted.
-const SECOND_SELECT: &str = r#"
-#include <sys/pfcntr.h>
-#include <fcntl.h>
-#include <pthread.h>
-#include <sys/ioctl.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-static int ready[2], go[2];
-
-static void *worker(void *arg)
-{
-	char byte = 0;
-
-	(void)arg;
-	if (write(ready[1], &byte, 1) != 1 || read(go[0], &byte, 1) != 1)
-		_exit(2);
-	printf("worker_ns=%lld\n", burn(200000000));
-	fflush(stdout);
-	return 0;
-}
-
-int main(void)
-{
-	struct iccsr mux = { 0 };
-	int fd = open(getenv("PFM_DEVICE"), O_RDONLY | PCNTOPENALL);
-	char byte = 0;
-	pid_t first, second;
-	int status;
-
-	mux.iccsr_mux0 = PF_CYCLES;
-	mux.iccsr_pc0 = 1;		/* every 4096 */
-	mux.iccsr_disable = 2;		/* counter 1 off */
-	if (fd < 0 || ioctl(fd, PCNTSETMUX, &mux) || ioctl(fd, PCNTCLEARCNT) ||
-	    pipe(ready) || pipe(go)) {
-		perror("setup");
-		return 1;
-	}
-	first = fork();
-	if (first == 0) {
-		pthread_t t;
-
-		if (ioctl(fd, PCNTLOGSELECT) || ioctl(fd, PCNTRENABLE)) {
-			perror("first child");
-			_exit(1);
-		}
-		pthread_create(&t, 0, worker, 0);
-		pthread_join(t, 0);
-		_exit(0);
-	}
-	if (read(ready[0], &byte, 1) != 1)
-		return 1;
-	second = fork();
-	if (second == 0)
-		_exit(ioctl(fd, PCNTLOGSELECT) ? 1 : 0);
-	if (waitpid(second, &status, 0) < 0 || status != 0) {
-		fprintf(stderr, "second child's PCNTLOGSELECT failed\n");
-		return 1;
-	}
-	if (write(go[1], &byte, 1) != 1 || waitpid(first, &status, 0) < 0 || status != 0)
-		return 1;
-	return print_cntr0(fd);
-}
-"#;
-
-#[test]
-fn a_second_select_keeps_the_first_childs_threads_counted() {
-    if !can_run() {
-        return;
-    }
-    let (daemon, stdout) = run_burning_program("second_select", SECOND_SELECT);
-    let got = value(&stdout, "pf_cntr0").unwrap() as f64;
-    let worker = interrupts(value(&stdout, "worker_ns").unwrap());
-    // The worker's 200 ms, all after the second child's select.
-    assert!(
-        got >= 0.8 * worker && got <= 1.1 * worker + 50.0,
-        "counted {got} interrupts: worker {worker:.0}\n{stdout}\n{}",
-        daemon.log()
-    );
-}
-
-/// Settings changed away and back (items with and without PFM_IPL): the
-/// thread the PME child started before the change is counted again after
-/// it, as the open takes back the host events it had.
-const CHANGED_BACK: &str = r#"
+/// A PME child with a worker thread, for programs after [`BURN`]:
+/// `open_cycles()` opens the device counting PF_CYCLES every 4096, cleared;
+/// `worker_child(fd)` forks a child that selects, enables and starts a
+/// thread, and returns once that thread is ready; `worker_go(child)` lets the
+/// thread burn 200 ms (it prints `worker_ns`) and reaps the child.
+const WORKER_CHILD: &str = r#"
 #include <fcntl.h>
 #include <pthread.h>
 #include <sys/wait.h>
@@ -841,18 +759,10 @@ static void *worker(void *arg)
 	return 0;
 }
 
-static int items(int fd, long items)
-{
-	return ioctl(fd, PCNTSETITEMS, &items);
-}
-
-int main(void)
+static int open_cycles(void)
 {
 	struct iccsr mux = { 0 };
 	int fd = open(getenv("PFM_DEVICE"), O_RDONLY | PCNTOPENALL);
-	char byte = 0;
-	pid_t child;
-	int status;
 
 	mux.iccsr_mux0 = PF_CYCLES;
 	mux.iccsr_pc0 = 1;		/* every 4096 */
@@ -860,9 +770,16 @@ int main(void)
 	if (fd < 0 || ioctl(fd, PCNTSETMUX, &mux) || ioctl(fd, PCNTCLEARCNT) ||
 	    pipe(ready) || pipe(go)) {
 		perror("setup");
-		return 1;
+		exit(1);
 	}
-	child = fork();
+	return fd;
+}
+
+static pid_t worker_child(int fd)
+{
+	char byte = 0;
+	pid_t child = fork();
+
 	if (child == 0) {
 		pthread_t t;
 
@@ -874,13 +791,81 @@ int main(void)
 		pthread_join(t, 0);
 		_exit(0);
 	}
-	if (read(ready[0], &byte, 1) != 1)
+	if (child < 0 || read(ready[0], &byte, 1) != 1)
+		exit(1);
+	return child;
+}
+
+static int worker_go(pid_t child)
+{
+	char byte = 0;
+	int status;
+
+	return write(go[1], &byte, 1) != 1 || waitpid(child, &status, 0) < 0 || status != 0;
+}
+"#;
+
+/// Two children select on the inherited descriptor in turn (as a tool
+/// running two workloads does): the second's `PCNTLOGSELECT` leaves the
+/// thread the first started before it counted.
+const SECOND_SELECT: &str = r#"
+int main(void)
+{
+	int fd = open_cycles(), status;
+	pid_t first = worker_child(fd), second = fork();
+
+	if (second == 0)
+		_exit(ioctl(fd, PCNTLOGSELECT) ? 1 : 0);
+	if (waitpid(second, &status, 0) < 0 || status != 0) {
+		fprintf(stderr, "second child's PCNTLOGSELECT failed\n");
 		return 1;
+	}
+	if (worker_go(first))
+		return 1;
+	return print_cntr0(fd);
+}
+"#;
+
+#[test]
+fn a_second_select_keeps_the_first_childs_threads_counted() {
+    if !can_run() {
+        return;
+    }
+    // The worker's 200 ms, all after the second child's select.
+    assert_worker_counted("second_select", SECOND_SELECT);
+}
+
+/// Runs `program` after [`WORKER_CHILD`]: the count is the worker's burn.
+fn assert_worker_counted(name: &str, program: &str) {
+    let (daemon, stdout) = run_burning_program(name, &format!("{WORKER_CHILD}{program}"));
+    let got = value(&stdout, "pf_cntr0").unwrap() as f64;
+    let worker = interrupts(value(&stdout, "worker_ns").unwrap());
+    assert!(
+        got >= 0.8 * worker && got <= 1.1 * worker + 50.0,
+        "counted {got} interrupts: worker {worker:.0}\n{stdout}\n{}",
+        daemon.log()
+    );
+}
+
+/// Settings changed away and back (items with and without PFM_IPL): the
+/// thread the PME child started before the change is counted again after
+/// it, as the open takes back the host events it had.
+const CHANGED_BACK: &str = r#"
+static int items(int fd, long items)
+{
+	return ioctl(fd, PCNTSETITEMS, &items);
+}
+
+int main(void)
+{
+	int fd = open_cycles();
+	pid_t child = worker_child(fd);
+
 	if (items(fd, PFM_COUNTERS | PFM_IPL) || items(fd, PFM_COUNTERS)) {
 		perror("PCNTSETITEMS");
 		return 1;
 	}
-	if (write(go[1], &byte, 1) != 1 || waitpid(child, &status, 0) < 0 || status != 0)
+	if (worker_go(child))
 		return 1;
 	return print_cntr0(fd);
 }
@@ -891,14 +876,7 @@ fn settings_changed_back_count_the_threads_they_counted() {
     if !can_run() {
         return;
     }
-    let (daemon, stdout) = run_burning_program("changed_back", CHANGED_BACK);
-    let got = value(&stdout, "pf_cntr0").unwrap() as f64;
-    let worker = interrupts(value(&stdout, "worker_ns").unwrap());
-    assert!(
-        got >= 0.8 * worker && got <= 1.1 * worker + 50.0,
-        "counted {got} interrupts: worker {worker:.0}\n{stdout}\n{}",
-        daemon.log()
-    );
+    assert_worker_counted("changed_back", CHANGED_BACK);
 }
 
 #[test]
