@@ -150,8 +150,7 @@ int main(int argc, char **argv) {
 }
 "#;
     let daemon = Daemon::start(&[]);
-    let include = format!("-I{}/include", common::CRATE);
-    let program = common::c_source("exec_cloexec", SOURCE, &[&include]);
+    let program = common::client_source("exec_cloexec", SOURCE, &[]);
     for args in [&[][..], &["dup"][..]] {
         let out = run(Command::new("timeout")
             .arg("60")

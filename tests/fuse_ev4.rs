@@ -137,8 +137,7 @@ fn the_readmes_legacy_client_counts_its_own_work_for_every_user() {
             &format!("{:?}", daemon.device.display().to_string())
         )
     );
-    let include = format!("-I{}/include", common::CRATE);
-    let program = common::c_source("readme_client", &source, &[&include]);
+    let program = common::client_source("readme_client", &source, &[]);
     // The reference is perf's task-clock of the same process: the count's
     // own clock (CLOCK_PROCESS_CPUTIME_ID leaves out the time a hypervisor
     // stole, which perf's clocks and so pfmd's count keep).
@@ -432,8 +431,7 @@ fn each_mode_fills_one_element_per_cpu_and_faults_at_a_guard_page() {
     if !can_run() {
         return;
     }
-    let include = format!("-I{}/include", common::CRATE);
-    let program = common::c_source("guard_page", GUARD_PAGE, &[&include]);
+    let program = common::client_source("guard_page", GUARD_PAGE, &[]);
     // Each CPU read in turn, and by a reader thread per CPU.
     for extra in [&["--parallel-reads", "0"][..], &["--parallel-reads", "2"]] {
         each_mode_at_a_guard_page(&program, extra);
@@ -657,9 +655,8 @@ static int print_cntr0(int fd)
 /// Builds `source` with [`BURN`] and runs it against a daemon of `MHZ`:
 /// the daemon (for its log) and the program's standard output.
 fn run_burning_program(name: &str, source: &str) -> (Daemon, String) {
-    let include = format!("-I{}/include", common::CRATE);
     let source = common::with_task_clock(&format!("{BURN}{source}"));
-    let program = common::c_source(name, &source, &[&include, "-pthread"]);
+    let program = common::client_source(name, &source, &["-pthread"]);
     let daemon = Daemon::start(&["--cpu-mhz", &MHZ.to_string()]);
     let out = run(Command::new(program).env("PFM_DEVICE", &daemon.device));
     assert!(out.status.success(), "{}\n{}", text(&out), daemon.log());

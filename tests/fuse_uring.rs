@@ -12,7 +12,7 @@
 
 use crate::common;
 
-use common::{Channel, Daemon, c_source, can_run, run, text};
+use common::{Channel, Daemon, can_run, run, text};
 use pfm_abi as abi;
 use pfm_client::{Device, OpenMode};
 
@@ -127,7 +127,7 @@ fn an_open_waiting_for_its_release_is_answered_through_the_ring() {
         return;
     }
     let daemon = uring_daemon();
-    let reopen = c_source("reopen", REOPEN, &[&format!("-I{}/include", common::CRATE)]);
+    let reopen = common::client_source("reopen", REOPEN, &[]);
     let out = run(std::process::Command::new(&reopen)
         .arg(&daemon.device)
         .arg("5"));

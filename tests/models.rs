@@ -239,8 +239,7 @@ fn counts_never_go_back_while_a_cleared_parents_child_runs() {
     if !can_run() {
         return;
     }
-    let include = format!("-I{}/include", common::CRATE);
-    let program = common::c_source("cleared_parent_reads", CLEARED_PARENT_READS, &[&include]);
+    let program = common::client_source("cleared_parent_reads", CLEARED_PARENT_READS, &[]);
     let daemon = Daemon::start(&["--model", "ev6", "--cpu-mhz", &MHZ.to_string()]);
     let out = run(std::process::Command::new(program).env("PFM_DEVICE", &daemon.device));
     assert!(out.status.success(), "{}\n{}", text(&out), daemon.log());

@@ -112,10 +112,10 @@ struct Holder {
 
 impl Holder {
     fn start(device: &Path, profile: bool) -> Holder {
-        let program = common::c_source(
+        let program = common::client_source(
             "holder",
             &common::with_task_clock(include_str!("restart/holder.c")),
-            &[&format!("-I{}/include", common::CRATE)],
+            &[],
         );
         let dir = tempfile::tempdir().unwrap();
         let out = dir.path().join("holder.out");

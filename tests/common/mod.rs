@@ -397,6 +397,16 @@ pub fn configured_cpus() -> usize {
         .map_or(1, |n| n as usize)
 }
 
+/// [`c_source`] of a client of the device: `<sys/pfcntr.h>` from this
+/// repository's `include/`, then `flags`.
+pub fn client_source(name: &str, source: &str, flags: &[&str]) -> PathBuf {
+    let include = format!("-I{CRATE}/include");
+    let flags: Vec<&str> = std::iter::once(include.as_str())
+        .chain(flags.iter().copied())
+        .collect();
+    c_source(name, source, &flags)
+}
+
 /// Builds C source given inline (a test's own workload) with gcc and
 /// `flags`, once per test run, name and source; returns the executable.
 /// Suites may use one name for different programs (each suite's `work`):

@@ -42,4 +42,6 @@ pub use device::{CpuCounts, Device, device_path};
 pub use error::{Error, describe};
 pub use pfm_abi as abi;
 pub use pfm_abi::{CounterMask, Family, Implementation, Items, OpenMode, RawCounters};
-pub use spawn::{SpawnError, SpawnOptions, command_line, spawn_counted, stdout_to_stderr};
+pub use spawn::{
+    SpawnError, SpawnOptions, command_line, spawn_counted, stdout_to_stderr, wait_for_exec_stop,
+};

@@ -57,6 +57,19 @@ pub fn stdout_to_stderr(command: &mut std::process::Command) -> std::io::Result<
     Ok(())
 }
 
+/// Waits until `pid`, spawned with [`SpawnOptions::stop_at_exec`], stops
+/// at its exec; the description of what it did instead where it did not
+/// (it is then left as it was: exited, killed, or still running).
+pub fn wait_for_exec_stop(pid: i32) -> Result<(), String> {
+    use nix::sys::signal::Signal;
+    use nix::sys::wait::{WaitStatus, waitpid};
+    match waitpid(nix::unistd::Pid::from_raw(pid), None) {
+        Ok(WaitStatus::Stopped(_, Signal::SIGTRAP)) => Ok(()),
+        Ok(other) => Err(format!("the program did not stop at exec: {other:?}")),
+        Err(errno) => Err(format!("waitpid: {errno}")),
+    }
+}
+
 /// Why a command did not start, as a shell says it.
 fn spawn_failure(e: &std::io::Error) -> String {
     match e.kind() {

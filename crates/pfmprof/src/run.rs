@@ -355,13 +355,7 @@ fn exe_of(pid: Pid) -> Option<PathBuf> {
 /// (untraced) until `/proc/PID/exe` is no longer pfmprof's own.
 fn wait_for_exec(child: &Child) -> Result<(), ProfError> {
     if child.traced {
-        return match waitpid(child.pid, None) {
-            Ok(WaitStatus::Stopped(_, Signal::SIGTRAP)) => Ok(()),
-            Ok(other) => Err(ProfError::Program(format!(
-                "the program did not stop at exec: {other:?}"
-            ))),
-            Err(errno) => Err(ProfError::Program(format!("waitpid: {errno}"))),
-        };
+        return pfm_client::wait_for_exec_stop(child.pid.as_raw()).map_err(ProfError::Program);
     }
     let me = std::env::current_exe().ok();
     let deadline = Instant::now() + Duration::from_secs(5);

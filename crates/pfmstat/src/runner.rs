@@ -9,11 +9,10 @@
 //! (perf `inherit`). pfmstat's own work (waiting, reading, reprogramming)
 //! is never counted; the command's `exec` and everything after it is.
 //!
-//! Why `-s` reads instead of disabling: re-enabling or reprogramming makes
-//! the daemon reopen its host counters on the PME thread, and perf's
-//! `inherit` only reaches tasks created after that, so a disable/enable
-//! would silently drop every descendant that already exists. Counting
-//! therefore never stops; pfmstat reads the counters at each SIGUSR1 and
+//! Why `-s` reads instead of disabling: counting never needs to change
+//! the device's state at the edges of a window, so no edge can make the
+//! daemon open host counters anew (perf's `inherit` reaches only tasks
+//! created after that). Counting therefore never stops; pfmstat reads the counters at each SIGUSR1 and
 //! SIGUSR2 and counts only the differences inside the windows. `-a` has
 //! to reprogram (that is what multiplexing is): the command stops at its
 //! exec while every configuration is programmed once, so the daemon keeps
@@ -642,22 +641,23 @@ fn open_every_config(
     configs: &[Config],
     pid: i32,
 ) -> Result<(), Error> {
-    let pid = Pid::from_raw(pid);
-    let opened = match waitpid(pid, None) {
-        Ok(WaitStatus::Stopped(_, Signal::SIGTRAP)) => (configs[1..].iter())
-            .chain(&configs[..1])
-            .try_for_each(|config| device.program(config))
-            .map_err(|source| Error::Program {
-                what: "opening every -a configuration",
-                source,
-            })
-            .and_then(|()| nix::sys::ptrace::detach(pid, None).map_err(sys("PTRACE_DETACH"))),
-        Ok(other) => Err(Error::Io {
+    let opened = pfm_client::wait_for_exec_stop(pid)
+        .map_err(|why| Error::Io {
             what: "-a: waiting for the command's exec".into(),
-            source: std::io::Error::other(format!("it did not stop there: {other:?}")),
-        }),
-        Err(errno) => Err(sys("waitpid")(errno)),
-    };
+            source: std::io::Error::other(why),
+        })
+        .and_then(|()| {
+            (configs[1..].iter())
+                .chain(&configs[..1])
+                .try_for_each(|config| device.program(config))
+                .map_err(|source| Error::Program {
+                    what: "opening every -a configuration",
+                    source,
+                })
+        });
+    let pid = Pid::from_raw(pid);
+    let opened =
+        opened.and_then(|()| nix::sys::ptrace::detach(pid, None).map_err(sys("PTRACE_DETACH")));
     if opened.is_err() {
         let _ = kill(pid, Signal::SIGKILL);
         let _ = waitpid(pid, None);

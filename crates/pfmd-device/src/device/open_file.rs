@@ -224,7 +224,8 @@ pub struct OpenFile {
     /// a budget runs short, when the PME threads change, at a CPU change
     /// and at close.
     kept: Vec<KeptEvents>,
-    /// PME threads that host events of this open have followed.
+    /// The PME threads the open's host events followed when last opened or
+    /// joined (never more than `settings.pme` then held).
     followed: std::collections::BTreeSet<i32>,
     /// Times host events were opened anew on a thread in `followed`
     /// (`pi_reopened`): what it had created is no longer counted.
@@ -781,7 +782,7 @@ impl OpenFile {
             self.clear_host_events();
             return folded;
         }
-        self.kept.retain(|k| k.plan != plan);
+        // No kept set has `plan`: the live one would have been taken.
         if self.kept.len() == KEPT_SETTINGS {
             self.kept.remove(0);
         }
@@ -925,7 +926,7 @@ impl OpenFile {
             if pme.clone().any(|tid| self.followed.contains(tid)) {
                 self.reopened += 1;
             }
-            self.followed.extend(pme);
+            self.followed = pme.copied().collect();
         }
         self.host.system_wide_with_kernel =
             self.settings.scope == Scope::LogAll && self.modes().kernel;
@@ -1197,7 +1198,7 @@ impl OpenFile {
         self.host.samplers.extend(samplers);
         self.host.host_charges.extend(charges);
         self.settings.pme.insert(tid, identity);
-        self.followed.insert(tid);
+        self.followed = self.settings.pme.keys().copied().collect();
         // Kept events lack the thread: settings changed back rebuild.
         self.kept.clear();
         true

@@ -55,7 +55,7 @@ impl Session<'_> {
                         "LOGSELECT without kernel-mode privilege: counting user mode only"
                     );
                 }
-                if self.add_pme_thread(tid, identity, kernel)? {
+                if self.add_pme_thread(tid, identity, kernel) {
                     return Ok(IoctlReply::none());
                 }
                 self.reconfigure(|f| {

@@ -57,30 +57,26 @@ impl Session<'_> {
         Ok(identity)
     }
 
-    /// `PCNTLOGSELECT` by `tid` on an open that counts PME threads already:
-    /// events on `tid` alone join the live ones
-    /// ([`OpenFile::add_pme_thread`]). The live events count nothing new,
-    /// and the caller may count its own thread, so nothing is judged of the
-    /// others (a select costs the same with 1 or 256 of them); but a caller
+    /// `PCNTLOGSELECT` by `tid`, the calling thread, on an open that counts
+    /// PME threads already: events on `tid` alone join the live ones
+    /// ([`OpenFile::add_pme_thread`]). The live events count nothing new and
+    /// the caller's own thread is always its to watch, so nothing is judged
+    /// (a select costs the same with 1 or 256 PME threads); but a caller
     /// allowed less kernel-mode counting than the open has narrows its
     /// modes, which takes a rebuild. False where the caller is to rebuild.
-    pub fn add_pme_thread(
-        &mut self,
-        tid: i32,
-        identity: ThreadIdentity,
-        kernel: bool,
-    ) -> Result<bool, DeviceError> {
+    pub fn add_pme_thread(&mut self, tid: i32, identity: ThreadIdentity, kernel: bool) -> bool {
         if !kernel && self.file.settings.kernel_allowed {
-            return Ok(false);
+            return false;
         }
-        let (policy, backend) = (&self.device.config.policy, self.device.backend.as_ref());
-        if !policy.may_watch_thread(self.caller.credentials()?, tid, &identity) {
-            return Ok(false);
-        }
-        let online = self.device.online_cpus();
-        Ok(self
-            .file
-            .add_pme_thread(backend, &self.device.budgets, &online, tid, identity))
+        let device = self.device;
+        let online = device.online_cpus();
+        (self.file).add_pme_thread(
+            device.backend.as_ref(),
+            &device.budgets,
+            &online,
+            tid,
+            identity,
+        )
     }
 
     /// Resolves a counter's event against the host; `EOPNOTSUPP` naming the

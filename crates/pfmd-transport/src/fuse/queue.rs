@@ -70,11 +70,12 @@ impl Hold {
         Hold { uid, kind }
     }
 
-    /// Entries one user may hold waiting so.
-    fn limit(self) -> usize {
+    /// Entries one user may hold waiting so, below [`HELD_PER_USER`] in
+    /// all: none for requests waiting for their workers.
+    fn limit(self) -> Option<usize> {
         match self.kind {
-            WaitingFor::Store | WaitingFor::Release => WAITING_PER_USER,
-            WaitingFor::Worker => HELD_PER_USER,
+            WaitingFor::Store | WaitingFor::Release => Some(WAITING_PER_USER),
+            WaitingFor::Worker => None,
         }
     }
 }
@@ -422,7 +423,9 @@ impl Queue {
         let users = || self.waiting.iter().flatten().filter(|w| w.uid == hold.uid);
         let may = self.waiting_count() + 1 < self.entries.len()
             && users().count() < HELD_PER_USER
-            && users().filter(|w| w.kind == hold.kind).count() < hold.limit();
+            && hold
+                .limit()
+                .is_none_or(|limit| users().filter(|w| w.kind == hold.kind).count() < limit);
         if may {
             self.waiting[index] = Some(hold);
         }

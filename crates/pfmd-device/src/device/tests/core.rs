@@ -706,10 +706,8 @@ fn settings_changed_back_take_their_kept_host_events() {
     let b = MockBackend::with_events(&HostEvent::NAMED);
     let d = device_with(&b, 2);
     let c = root(60);
-    let f = d.open(&c, PCNTOPENALL).unwrap();
-    let cycles = Iccsr::new(0xa, 0, 1, 0, 2).0;
-    let branches = Iccsr::new(0x8, 0, 1, 0, 2).0;
-    ioctl(&d, f, &c, n::PCNTSETMUX, cycles).unwrap();
+    let f = counting_open(&d, &c, PCNTOPENALL);
+    let (cycles, branches) = (cycles_only(1), Iccsr::new(0x8, 0, 1, 0, 2).0);
     ioctl(&d, f, &c, n::PCNTLOGSELECT, 0).unwrap();
     ioctl(&d, f, &c, n::PCNTRENABLE, 0).unwrap();
     let thread = Target::Thread(60);
