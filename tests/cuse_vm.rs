@@ -1257,6 +1257,9 @@ at concurrent_reads_of_one_descriptor_are_whole
 # CUSE transfers a read), 100 reads a thread.
 run reads_1 nobody hostile_client reads $D 1048576 100 1
 run reads_2 nobody hostile_client reads $D 1048576 100 2
+at threads_reading_at_once_are_never_refused
+# threads_reading_at_once_are_never_refused: 16 threads, 1000 calls each.
+run together nobody hostile_client together $D 16 1000
 at daemon_rss_comes_back_down_after_a_big_profile
 # daemon_rss_comes_back_down_after_a_big_profile: 12 MiB of buckets (a
 # 48 MiB range at stride 4) a round; the peak while the profile is held.
@@ -1297,8 +1300,9 @@ run log sh -c 'for f in /tmp/h.log /tmp/ev5.log /tmp/b.log /tmp/i.log; do echo "
 /// ends the daemon with a store stuck; PME threads past the budget get
 /// `ENOSPC`; profile memory per user is enforced; a refusal flood grows the
 /// log by a few lines; a process's own close then open is never refused
-/// at once; concurrent reads of one descriptor are whole; the daemon's RSS
-/// comes back down after a big profile. And in each daemon's log, no bug.
+/// at once; concurrent reads of one descriptor are whole; threads reading
+/// at once are never refused; the daemon's RSS comes back down after a big
+/// profile. And in each daemon's log, no bug.
 ///
 /// Left out or changed:
 /// - `stores_into_a_stalled_page_stall_only_their_caller` runs over CUSE in
@@ -1659,6 +1663,19 @@ fn hostile_suite_over_cuse_in_a_vm() {
         assert_eq!(v["rsize"], 1 << 18, "{out}");
         assert_eq!(v["short"], 0, "{threads} thread(s): short reads:\n{out}");
     }
+
+    // threads_reading_at_once_are_never_refused.
+    let out = rows_of(
+        "together",
+        &[
+            ("setitems", "0"),
+            ("logselect", "0"),
+            ("enable", "0"),
+            ("other", "0"),
+        ],
+    );
+    let v = values(&out);
+    assert_eq!((v["eagain"], v["other"]), (0, 0), "together: {out}");
 
     // daemon_rss_comes_back_down_after_a_big_profile.
     const BUCKET_BYTES: u64 = (48 << 20) / 4;

@@ -1087,6 +1087,74 @@ cmd_reads(unsigned long bytes, int rounds, int threads)
 	return 0;
 }
 
+/*
+ * together THREADS CALLS: one program's threads reading their counts at
+ * once, as a threaded tool's do: one ALL open counting the selected
+ * threads (so every request goes through the open's worker), each thread
+ * CALLS times PCNTGETCNT, every third PCNTGETIPLHIS.  Prints how many
+ * calls failed with EAGAIN and with anything else.
+ */
+static int together_fd, together_calls;
+static long together_eagain, together_other;
+static int together_errno;
+static pthread_mutex_t together_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void *
+together_thread(void *arg)
+{
+	struct pfcntrs c[64], *p = c;
+	struct pfipls h[64], *ph = h;
+	long eagain = 0, other = 0;
+	int i, e, last = 0;
+
+	for (i = 0; i < together_calls; i++) {
+		e = i % 3 == 2 ? io(together_fd, PCNTGETIPLHIS, &ph) :
+		    io(together_fd, PCNTGETCNT, &p);
+		if (e == EAGAIN)
+			eagain++;
+		else if (e) {
+			other++;
+			last = e;
+		}
+	}
+	pthread_mutex_lock(&together_lock);
+	together_eagain += eagain;
+	together_other += other;
+	if (last)
+		together_errno = last;
+	pthread_mutex_unlock(&together_lock);
+	return arg;
+}
+
+static int
+cmd_together(int threads, int calls)
+{
+	pthread_t t[256];
+	int i;
+
+	if (threads < 1 || threads > 256)
+		die("together: THREADS");
+	together_calls = calls;
+	together_fd = open_dev(PCNTOPENALL);
+	if (together_fd < 0) {
+		row("open", -together_fd);
+		return 0;
+	}
+	row("setitems", io_long(together_fd, PCNTSETITEMS, PFM_COUNTERS | PFM_IPL));
+	row("logselect", io(together_fd, PCNTLOGSELECT, 0));
+	row("enable", io(together_fd, PCNTRENABLE, 0));
+	for (i = 0; i < threads; i++)
+		if (pthread_create(&t[i], 0, together_thread, 0))
+			die("pthread_create");
+	for (i = 0; i < threads; i++)
+		pthread_join(t[i], 0);
+	printf("calls=%ld eagain=%ld other=%ld\n", (long)threads * calls,
+	    together_eagain, together_other);
+	row("other", together_errno);
+	close(together_fd);
+	return 0;
+}
+
 /* A ONE open of `cpu` counting cycles on counter 0, for stall and latency;
  * -1 (after its "row open") if the open failed. */
 static int
@@ -1472,6 +1540,8 @@ main(int argc, char **argv)
 		return cmd_execclose();
 	if (!strcmp(argv[1], "reads") && argc == 6)
 		return cmd_reads(strtoul(argv[3], 0, 0), atoi(argv[4]), atoi(argv[5]));
+	if (!strcmp(argv[1], "together") && argc == 5)
+		return cmd_together(atoi(argv[3]), atoi(argv[4]));
 	if (!strcmp(argv[1], "stall") && argc == 7)
 		return cmd_stall(argv + 3);
 	if (!strcmp(argv[1], "handdown"))

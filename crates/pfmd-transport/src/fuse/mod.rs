@@ -69,10 +69,12 @@ pub const ENABLE_URING: &str = "/sys/module/fuse/parameters/enable_uring";
 /// Entries per ring: requests of one CPU the kernel may hand it at once.
 /// All but one may wait (for a release, a store, or an open's worker), at
 /// most [`queue::HELD_PER_USER`] for one user, of which
-/// [`queue::WAITING_PER_USER`] stores or opens. The payload buffers are zeroed allocations the
-/// kernel fills as far as a request needs, so an entry costs memory only
-/// for the largest request it carried.
-pub const ENTRIES_PER_RING: usize = 16;
+/// [`queue::WAITING_PER_USER`] opens. The payload buffers are zeroed
+/// allocations the kernel fills as far as a request needs, so an entry
+/// costs memory only for the largest request it carried. 32: a program's
+/// threads on one CPU in pointer ioctls at once each hold one while their
+/// stores are made (16 refused a quarter of 8 threads' calls per CPU).
+pub const ENTRIES_PER_RING: usize = 32;
 /// How long a ring thread gets to register: registering is quick, but a
 /// start on a machine loaded tenfold has seen a thread wait seconds for a
 /// CPU, and a start that gives up leaves no device.

@@ -16,7 +16,7 @@
 //! committed from this thread. At most all entries but one wait so, so a
 //! queue always has an entry for a RELEASE or a quick request, and one user
 //! holds at most half of them ([`HELD_PER_USER`]), and [`Hold::limit`] of
-//! one kind (stores, opens, worker requests); past any, a store or a worker
+//! opens waiting for a release; past any, a store or a worker
 //! request is `EAGAIN` and an open `EBUSY`. Nothing that waits is ever
 //! served here: it would hold the queue, and every caller on its CPU.
 
@@ -46,16 +46,16 @@ const STORED: u64 = u64::MAX - 1;
 /// `user_data` of a store's send that failed, or'ed with its entry's index
 /// (a send that succeeds posts no completion).
 const SENT: u64 = 1 << 62;
-/// Entries of one queue that one user's waiting stores, or opens waiting for
-/// their release, may hold, so that a user whose stores never finish leaves
-/// the queue to everyone else. Counted by kind, so that a user's opens
-/// waiting for a release never refuse its stores.
+/// Entries of one queue that one user's opens waiting for their release may
+/// hold (a script's open after a close waits a moment; more are a loop).
 pub const WAITING_PER_USER: usize = 4;
 /// Entries of one queue that one user's waiting requests of every kind may
 /// hold together (a worker's answer that turns into a store keeps its
 /// entry): half the queue's, so one user leaves the other half to others.
-/// Requests waiting for their opens' workers have no tighter bound, as a
-/// process's threads that share an open may all call at once.
+/// Stores and requests waiting for their opens' workers have no tighter
+/// bound, as a process's threads that share an open may all call at once
+/// (the store helper makes a few of a user's stores at a time and the rest
+/// wait their turn there, [`crate::store`]).
 pub const HELD_PER_USER: usize = super::ENTRIES_PER_RING / 2;
 
 /// What an entry whose answer waits waits for, and for whom.
@@ -71,11 +71,11 @@ impl Hold {
     }
 
     /// Entries one user may hold waiting so, below [`HELD_PER_USER`] in
-    /// all: none for requests waiting for their workers.
+    /// all: none for stores and requests waiting for their workers.
     fn limit(self) -> Option<usize> {
         match self.kind {
-            WaitingFor::Store | WaitingFor::Release => Some(WAITING_PER_USER),
-            WaitingFor::Worker => None,
+            WaitingFor::Release => Some(WAITING_PER_USER),
+            WaitingFor::Store | WaitingFor::Worker => None,
         }
     }
 }

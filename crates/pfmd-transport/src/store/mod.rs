@@ -24,24 +24,29 @@
 //! after its store leaves); a user has at most [`STORES_PER_USER_PER_CPU`]
 //! stores in flight on each ring queue's link, and as many per CPU on the
 //! classic readers' link, which serves every CPU, and [`USER_STORES_PER_CPU`]
-//! per CPU of the system in all, 8 at least (past either, `EAGAIN` without touching
-//! memory); the helper runs at most [`HELPER_THREADS`] threads, or
-//! [`HELPER_THREADS_PER_CPU`] per CPU where that is more, so one user's
-//! stuck stores hold a quarter of them at most. Counted per link first, so
-//! a user with one caller per CPU is never refused for callers on other
-//! CPUs. A store that faults is `EFAULT`, as a failed `copyout`.
+//! per CPU of the system in all, 8 at least; the helper runs at most
+//! [`HELPER_THREADS`] threads, or [`HELPER_THREADS_PER_CPU`] per CPU where
+//! that is more, so one user's stuck stores hold a quarter of them at most.
+//! Counted per link first, so a user with one caller per CPU is never held
+//! for callers on other CPUs. A store past either bound waits for that
+//! user's earlier ones ([`quota`]) and takes no thread; only past the bytes
+//! a user may have waiting is it `EAGAIN`. A store that faults is `EFAULT`,
+//! as a failed `copyout`.
 //!
 //! A caller killed while its store hangs would never end: its thread waits
 //! for our reply uninterruptibly once we have read the request. So a
-//! watchdog in the helper answers `EINTR` for a store held over
+//! watchdog in the helper answers `EINTR` for a store held or waiting over
 //! [`WATCH_EVERY`] whose thread has `SIGKILL` pending (or is gone), and the
 //! store's own answer, if its page ever arrives, is dropped.
+
+mod quota;
 
 use nix::errno::Errno;
 use nix::sys::socket::{
     AddressFamily, ControlMessage, ControlMessageOwned, MsgFlags, SockFlag, SockType, recvmsg,
     sendmsg, socketpair,
 };
+use quota::{Admission, LinkQuota, Quota};
 use std::collections::HashMap;
 use std::io::{self, IoSlice, IoSliceMut};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
@@ -55,11 +60,11 @@ pub const HELPER_ARG: &str = "--store-helper";
 /// The descriptor the helper finds its control socket on.
 const CONTROL_FD: RawFd = 3;
 /// Stores one user may have in flight at once on one CPU's link (the
-/// classic link: this many per CPU); past it, `EAGAIN`.
+/// classic link: this many per CPU); past it, a store waits.
 pub const STORES_PER_USER_PER_CPU: usize = 4;
 /// Stores one user may have in flight in all, per CPU of the system (a
 /// caller per CPU, with room to spare), and at least
-/// [`USER_STORES_AT_LEAST`]; past it, `EAGAIN`.
+/// [`USER_STORES_AT_LEAST`]; past it, a store waits.
 pub const USER_STORES_PER_CPU: usize = 2;
 pub const USER_STORES_AT_LEAST: usize = 8;
 /// Threads the helper runs at most (each a store in flight, or idle)...
@@ -107,6 +112,19 @@ const JOB_HEAD: usize = 8 + 8 + 4 + 4 + 8 + 4 + 4;
 const DONE_HEAD: usize = 8 + 8 + 4;
 
 impl StoreJob {
+    #[cfg(test)]
+    fn empty() -> StoreJob {
+        StoreJob {
+            tag: 0,
+            unique: 0,
+            uid: 0,
+            tid: 0,
+            addr: 0,
+            bytes: vec![],
+            reply: vec![],
+        }
+    }
+
     fn encode(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(JOB_HEAD + self.bytes.len() + self.reply.len());
         out.extend_from_slice(&self.tag.to_ne_bytes());
@@ -369,8 +387,8 @@ struct Helper {
     /// Threads started over the helper's life (a test reads it).
     started: AtomicUsize,
     max_threads: usize,
-    /// Every user's stores in flight, over all links.
-    in_flight: InFlight,
+    /// Every user's stores in flight and waiting, over all links.
+    quota: Quota<(Arc<Link>, StoreJob)>,
     /// Every link, for the watchdog.
     links: Mutex<Vec<Arc<Link>>>,
 }
@@ -382,7 +400,7 @@ impl Helper {
             threads: AtomicUsize::new(0),
             started: AtomicUsize::new(0),
             max_threads: HELPER_THREADS.max(HELPER_THREADS_PER_CPU * cpus),
-            in_flight: InFlight::new(USER_STORES_AT_LEAST.max(USER_STORES_PER_CPU * cpus)),
+            quota: Quota::new(USER_STORES_AT_LEAST.max(USER_STORES_PER_CPU * cpus)),
             links: Mutex::new(Vec::new()),
         }
     }
@@ -460,7 +478,8 @@ fn thread_dying(tid: i32) -> bool {
     }
 }
 
-/// The watchdog: answers `EINTR` for the held stores of killed callers.
+/// The watchdog: answers `EINTR` for the held and waiting stores of killed
+/// callers.
 fn watch_held_stores(helper: &Helper) {
     loop {
         std::thread::sleep(WATCH_EVERY);
@@ -469,6 +488,13 @@ fn watch_held_stores(helper: &Helper) {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone();
+        for (link, job) in helper.quota.take_dying(WATCH_EVERY, thread_dying) {
+            tracing::debug!(
+                tid = job.tid,
+                "store helper: a waiting store's caller is being killed; answered EINTR"
+            );
+            answer(&link, job.tag, job.unique, Err(Errno::EINTR));
+        }
         for link in links {
             for store in link.held.take_dying(WATCH_EVERY) {
                 tracing::debug!(
@@ -481,52 +507,6 @@ fn watch_held_stores(helper: &Helper) {
     }
 }
 
-/// Stores in flight by user, and how many one user may have.
-struct InFlight {
-    by_user: Mutex<HashMap<u32, usize>>,
-    limit: usize,
-}
-
-impl InFlight {
-    fn new(limit: usize) -> InFlight {
-        InFlight {
-            by_user: Mutex::new(HashMap::new()),
-            limit,
-        }
-    }
-
-    /// Counts one more store of `uid`; false, counting nothing, past the
-    /// limit.
-    fn enter(&self, uid: u32) -> bool {
-        let mut by_user = self.by_user.lock().unwrap_or_else(|e| e.into_inner());
-        let count = by_user.entry(uid).or_default();
-        if *count >= self.limit {
-            return false;
-        }
-        *count += 1;
-        true
-    }
-
-    fn leave(&self, uid: u32) {
-        let mut by_user = self.by_user.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(count) = by_user.get_mut(&uid) {
-            *count -= 1;
-            if *count == 0 {
-                by_user.remove(&uid);
-            }
-        }
-    }
-
-    #[cfg(test)]
-    fn of(&self, uid: u32) -> Option<usize> {
-        self.by_user
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(&uid)
-            .copied()
-    }
-}
-
 /// `sysconf(_SC_NPROCESSORS_CONF)`: every CPU the system may bring online.
 fn configured_cpus() -> usize {
     nix::unistd::sysconf(nix::unistd::SysconfVar::_NPROCESSORS_CONF)
@@ -535,6 +515,9 @@ fn configured_cpus() -> usize {
         .map_or(1, |n| n.max(1) as usize)
 }
 
+/// Numbers the helper's links.
+static NEXT_LINK: AtomicUsize = AtomicUsize::new(0);
+
 /// One link's state in the helper.
 struct Link {
     sock: OwnedFd,
@@ -542,8 +525,8 @@ struct Link {
     idle: AtomicUsize,
     /// Where replies go when the helper writes them itself (by tag).
     replies: Vec<OwnedFd>,
-    /// Stores in flight on this link, by user.
-    in_flight: InFlight,
+    /// Which link this is to the quota, and its stores per user.
+    quota: LinkQuota,
     /// Stores being made on this link, for the watchdog (per link: a
     /// lock every store takes stays on the link's CPU).
     held: Held,
@@ -563,7 +546,10 @@ impl Link {
             cpu,
             idle: AtomicUsize::new(0),
             replies,
-            in_flight: InFlight::new(STORES_PER_USER_PER_CPU * cpus),
+            quota: LinkQuota {
+                id: NEXT_LINK.fetch_add(1, Ordering::Relaxed),
+                per_user: STORES_PER_USER_PER_CPU * cpus,
+            },
             held: Held::default(),
         }
     }
@@ -711,14 +697,44 @@ fn serve_link(helper: &Arc<Helper>, link: &Arc<Link>) {
             tracing::error!("store helper: malformed store request");
             continue;
         };
-        let held = link.held.start(&job);
-        let result = store_within_quota(helper, link, &job).map(|()| job.reply);
         // Only the store can hang (a caller's page); what is left is a
-        // write that nobody holds up.
-        let leaving = !count_idle(link);
-        counted_idle = !leaving;
-        // Answered already when the watchdog found the caller killed.
-        if link.held.finish(held) && !answer(link, job.tag, job.unique, result) {
+        // write that nobody holds up. A store made lets that user's next
+        // waiting one go, made here too (on its own link's behalf).
+        let mut next = match helper.quota.admit(
+            job.uid,
+            link.quota,
+            job.tid,
+            job.bytes.len() + job.reply.len(),
+            (Arc::clone(link), job),
+        ) {
+            Admission::Run(store) => Some(store),
+            Admission::Waits => None,
+            Admission::Refused((_, job)) => {
+                if !answer(link, job.tag, job.unique, Err(Errno::EAGAIN)) {
+                    break;
+                }
+                None
+            }
+        };
+        let mut leaving = false;
+        let mut link_gone = false;
+        while let Some((on, job)) = next.take() {
+            let held = on.held.start(&job);
+            let result = store_to_caller(job.tid, job.addr, &job.bytes).map(|()| job.reply);
+            next = helper.quota.finish(job.uid, on.quota);
+            if next.is_none() {
+                leaving = !count_idle(link);
+                counted_idle = !leaving;
+            }
+            // Answered already when the watchdog found the caller killed.
+            if on.held.finish(held)
+                && !answer(&on, job.tag, job.unique, result)
+                && Arc::ptr_eq(&on, link)
+            {
+                link_gone = true;
+            }
+        }
+        if link_gone {
             if counted_idle {
                 link.idle.fetch_sub(1, Ordering::SeqCst);
             }
@@ -764,20 +780,6 @@ fn reply_directly(replies: &[OwnedFd], tag: u64, unique: u64, result: Result<Vec
         Ok(_) | Err(Errno::ENOENT | Errno::ENODEV) => {}
         Err(e) => tracing::error!("store helper: writing a FUSE reply: {e}"),
     }
-}
-
-fn store_within_quota(helper: &Helper, link: &Link, job: &StoreJob) -> Result<(), Errno> {
-    if !link.in_flight.enter(job.uid) {
-        return Err(Errno::EAGAIN);
-    }
-    if !helper.in_flight.enter(job.uid) {
-        link.in_flight.leave(job.uid);
-        return Err(Errno::EAGAIN);
-    }
-    let result = store_to_caller(job.tid, job.addr, &job.bytes);
-    helper.in_flight.leave(job.uid);
-    link.in_flight.leave(job.uid);
-    result
 }
 
 /// Writes `bytes` at `addr` in thread `tid`, the only address a caller
@@ -852,78 +854,77 @@ mod tests {
         }
     }
 
+    /// A ring queue's link allows a user [`STORES_PER_USER_PER_CPU`]
+    /// stores in flight; the classic readers' link, which serves every
+    /// CPU, as many per CPU of the system. Over all links a user has at
+    /// most two per CPU of the system in flight: its stuck stores hold a
+    /// quarter of the helper's threads at most, which grow with the CPUs.
     #[test]
-    fn a_user_past_its_quota_on_a_link_gets_eagain_without_a_store() {
-        let helper = Helper::new();
+    fn quotas_per_link_and_in_all() {
         let (_ours, theirs) = seqpacket_pair().unwrap();
-        let link = Link::new(theirs, Some(0), Vec::new());
-        assert_eq!(link.in_flight.limit, STORES_PER_USER_PER_CPU);
-        for _ in 0..STORES_PER_USER_PER_CPU {
-            assert!(link.in_flight.enter(7));
-        }
-        let (_ours, theirs) = seqpacket_pair().unwrap();
-        let other_cpu = Link::new(theirs, Some(1), Vec::new());
-        let mut target = [0u8; 4];
-        let job = four_ones_into(&mut target, 7);
-        assert_eq!(store_within_quota(&helper, &link, &job), Err(Errno::EAGAIN));
-        assert_eq!(std::hint::black_box(target), [0; 4]);
-        assert_eq!(
-            helper.in_flight.of(7),
-            None,
-            "a refused store counts nowhere"
-        );
-        // The same user on another CPU's link, and another user on this
-        // one, are not held by user 7's stores here.
-        let mut target2 = [0u8; 4];
-        let elsewhere = StoreJob {
-            addr: target2.as_mut_ptr() as u64,
-            ..job.clone()
-        };
-        assert_eq!(store_within_quota(&helper, &other_cpu, &elsewhere), Ok(()));
-        assert_eq!(std::hint::black_box(target2), [1; 4]);
-        let other = StoreJob { uid: 8, ..job };
-        assert_eq!(store_within_quota(&helper, &link, &other), Ok(()));
-        assert_eq!(std::hint::black_box(target), [1; 4]);
-        assert_eq!(link.in_flight.of(8), None);
-        assert_eq!(other_cpu.in_flight.of(7), None);
-        assert_eq!(helper.in_flight.of(7), None);
-    }
-
-    /// Over all links a user has at most two stores in flight per CPU of
-    /// the system: its stuck stores hold a quarter of the helper's threads
-    /// at most, which grow with the CPUs.
-    #[test]
-    fn a_user_past_its_quota_in_all_gets_eagain() {
-        let helper = Helper::new();
-        let cpus = configured_cpus();
-        assert_eq!(
-            helper.in_flight.limit,
-            USER_STORES_AT_LEAST.max(USER_STORES_PER_CPU * cpus)
-        );
-        assert!(helper.max_threads >= 4 * helper.in_flight.limit);
-        for _ in 0..helper.in_flight.limit {
-            assert!(helper.in_flight.enter(7));
-        }
-        let (_ours, theirs) = seqpacket_pair().unwrap();
-        let link = Link::new(theirs, Some(0), Vec::new());
-        let mut target = [0u8; 4];
-        let job = four_ones_into(&mut target, 7);
-        assert_eq!(store_within_quota(&helper, &link, &job), Err(Errno::EAGAIN));
-        assert_eq!(std::hint::black_box(target), [0; 4]);
-        assert_eq!(link.in_flight.of(7), None, "the link's count is given back");
-    }
-
-    /// The classic readers serve every CPU through one link: its quota is
-    /// per CPU of the system.
-    #[test]
-    fn the_classic_link_allows_a_quota_per_cpu() {
+        let ring = Link::new(theirs, Some(0), Vec::new());
+        assert_eq!(ring.quota.per_user, STORES_PER_USER_PER_CPU);
         let (_ours, theirs) = seqpacket_pair().unwrap();
         let (_reply, reply_file) = seqpacket_pair().unwrap();
-        let link = Link::new(theirs, None, vec![reply_file]);
+        let classic = Link::new(theirs, None, vec![reply_file]);
         assert_eq!(
-            link.in_flight.limit,
+            classic.quota.per_user,
             STORES_PER_USER_PER_CPU * configured_cpus()
         );
+        assert_ne!(ring.quota.id, classic.quota.id);
+        let helper = Helper::new();
+        assert_eq!(
+            helper.quota.in_all,
+            USER_STORES_AT_LEAST.max(USER_STORES_PER_CPU * configured_cpus())
+        );
+        assert!(helper.max_threads >= 4 * helper.quota.in_all);
+    }
+
+    /// A store past a user's quota waits, taking no thread, until one of
+    /// that user's stores finishes, which hands it out with its own link
+    /// (tests/hostile.rs runs the whole path against stalled pages).
+    #[test]
+    fn a_store_past_the_quota_waits_taking_no_thread() {
+        let helper = Arc::new(Helper::new());
+        let (ours, theirs) = seqpacket_pair().unwrap();
+        let link = Arc::new(Link::new(theirs, Some(0), Vec::new()));
+        // The user's quota on the link is taken, as by stores in flight.
+        for _ in 0..link.quota.per_user {
+            assert!(matches!(
+                helper
+                    .quota
+                    .admit(7, link.quota, 0, 0, (Arc::clone(&link), StoreJob::empty())),
+                Admission::Run(_)
+            ));
+        }
+        start_thread(&helper, &link);
+        let mut target = [0u8; 4];
+        let job = four_ones_into(&mut target, 7);
+        nix::sys::socket::send(ours.as_raw_fd(), &job.encode(), MsgFlags::empty()).unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while helper.quota.of(7) != (link.quota.per_user, 1) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{:?}",
+                helper.quota.of(7)
+            );
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        assert_eq!(std::hint::black_box(target), [0; 4]);
+        let threads = helper.threads.load(Ordering::SeqCst);
+        // One of the stores in flight finishes: the waiting one is handed
+        // out, as to the thread that made it.
+        let Some((on, waiting)) = helper.quota.finish(7, link.quota) else {
+            panic!("the waiting store was not handed out");
+        };
+        assert!(Arc::ptr_eq(&on, &link));
+        assert_eq!(waiting, job);
+        assert_eq!(
+            helper.threads.load(Ordering::SeqCst),
+            threads,
+            "no thread waited"
+        );
+        drop(ours);
     }
 
     /// Stores one after another (each sent once the last one's result is
