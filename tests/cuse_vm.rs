@@ -1258,8 +1258,10 @@ at concurrent_reads_of_one_descriptor_are_whole
 run reads_1 nobody hostile_client reads $D 1048576 100 1
 run reads_2 nobody hostile_client reads $D 1048576 100 2
 at threads_reading_at_once_are_never_refused
-# threads_reading_at_once_are_never_refused: 16 threads, 1000 calls each.
-run together nobody hostile_client together $D 16 1000
+# threads_reading_at_once_are_never_refused: 16 threads, 1000 calls each,
+# counting; 256 threads, 100 calls each, of an open that counts nothing.
+run together nobody hostile_client together $D 16 1000 select
+run together_idle nobody hostile_client together $D 256 100 idle
 at daemon_rss_comes_back_down_after_a_big_profile
 # daemon_rss_comes_back_down_after_a_big_profile: 12 MiB of buckets (a
 # 48 MiB range at stride 4) a round; the peak while the profile is held.
@@ -1676,6 +1678,9 @@ fn hostile_suite_over_cuse_in_a_vm() {
     );
     let v = values(&out);
     assert_eq!((v["eagain"], v["other"]), (0, 0), "together: {out}");
+    let out = rows_of("together_idle", &[("setitems", "0"), ("other", "0")]);
+    let v = values(&out);
+    assert_eq!((v["eagain"], v["other"]), (0, 0), "together_idle: {out}");
 
     // daemon_rss_comes_back_down_after_a_big_profile.
     const BUCKET_BYTES: u64 = (48 << 20) / 4;

@@ -1088,11 +1088,12 @@ cmd_reads(unsigned long bytes, int rounds, int threads)
 }
 
 /*
- * together THREADS CALLS: one program's threads reading their counts at
- * once, as a threaded tool's do: one ALL open counting the selected
- * threads (so every request goes through the open's worker), each thread
- * CALLS times PCNTGETCNT, every third PCNTGETIPLHIS.  Prints how many
- * calls failed with EAGAIN and with anything else.
+ * together THREADS CALLS MODE: one program's threads reading their counts
+ * at once, as a threaded tool's do: one ALL open, counting the selected
+ * threads with MODE "select" (so every request goes through the open's
+ * worker), nothing with "idle" (reads answered on the serving threads);
+ * each thread CALLS times PCNTGETCNT, every third PCNTGETIPLHIS.  Prints
+ * how many calls failed with EAGAIN and with anything else.
  */
 static int together_fd, together_calls;
 static long together_eagain, together_other;
@@ -1127,12 +1128,13 @@ together_thread(void *arg)
 }
 
 static int
-cmd_together(int threads, int calls)
+cmd_together(int threads, int calls, const char *mode)
 {
-	pthread_t t[256];
+	pthread_t t[1024];
+	pthread_attr_t attr;
 	int i;
 
-	if (threads < 1 || threads > 256)
+	if (threads < 1 || threads > 1024)
 		die("together: THREADS");
 	together_calls = calls;
 	together_fd = open_dev(PCNTOPENALL);
@@ -1141,10 +1143,14 @@ cmd_together(int threads, int calls)
 		return 0;
 	}
 	row("setitems", io_long(together_fd, PCNTSETITEMS, PFM_COUNTERS | PFM_IPL));
-	row("logselect", io(together_fd, PCNTLOGSELECT, 0));
-	row("enable", io(together_fd, PCNTRENABLE, 0));
+	if (!strcmp(mode, "select")) {
+		row("logselect", io(together_fd, PCNTLOGSELECT, 0));
+		row("enable", io(together_fd, PCNTRENABLE, 0));
+	}
+	pthread_attr_init(&attr);
+	pthread_attr_setstacksize(&attr, 65536);
 	for (i = 0; i < threads; i++)
-		if (pthread_create(&t[i], 0, together_thread, 0))
+		if (pthread_create(&t[i], &attr, together_thread, 0))
 			die("pthread_create");
 	for (i = 0; i < threads; i++)
 		pthread_join(t[i], 0);
@@ -1540,8 +1546,8 @@ main(int argc, char **argv)
 		return cmd_execclose();
 	if (!strcmp(argv[1], "reads") && argc == 6)
 		return cmd_reads(strtoul(argv[3], 0, 0), atoi(argv[4]), atoi(argv[5]));
-	if (!strcmp(argv[1], "together") && argc == 5)
-		return cmd_together(atoi(argv[3]), atoi(argv[4]));
+	if (!strcmp(argv[1], "together") && argc == 6)
+		return cmd_together(atoi(argv[3]), atoi(argv[4]), argv[5]);
 	if (!strcmp(argv[1], "stall") && argc == 7)
 		return cmd_stall(argv + 3);
 	if (!strcmp(argv[1], "handdown"))

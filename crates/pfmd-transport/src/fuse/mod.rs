@@ -52,7 +52,7 @@ use super::handler::{ChannelKind, FILE_NAME, FileFacts, Handler};
 use super::later::LaterServer;
 use super::life::Life;
 use super::open_waiter::OpenWaiter;
-use super::store::StoreHelper;
+use super::store::{StoreHelper, StoreLink};
 use crate::device::Device;
 use conn::ClassicReply;
 use io_uring::{IoUring, cqueue, squeue};
@@ -201,7 +201,7 @@ pub fn probe() -> Result<(), String> {
 /// its request came from.
 struct ClassicChannel {
     files: Vec<Arc<File>>,
-    stores: Arc<super::store::StoreLink>,
+    stores: Arc<StoreLink>,
     handler: Arc<Handler>,
     waiter: OpenWaiter<ClassicReply>,
 }
@@ -300,6 +300,7 @@ impl FuseTransport {
                 transport
                     .store_helper()
                     .link(None, &reply_files)
+                    .and_then(StoreLink::with_overflow)
                     .map_err(FuseError::io("linking to the store helper"))?,
             ),
             files,

@@ -39,6 +39,7 @@
 //! [`WATCH_EVERY`] whose thread has `SIGKILL` pending (or is gone), and the
 //! store's own answer, if its page ever arrives, is dropped.
 
+mod overflow;
 mod quota;
 
 use nix::errno::Errno;
@@ -303,7 +304,10 @@ impl StoreHelper {
             None,
         )
         .map_err(|e| io::Error::new(io::ErrorKind::BrokenPipe, format!("store helper: {e}")))?;
-        Ok(StoreLink { sock: ours })
+        Ok(StoreLink {
+            sock: Arc::new(ours),
+            overflow: None,
+        })
     }
 }
 
@@ -322,15 +326,29 @@ impl Drop for StoreHelper {
 
 /// One channel's link to the helper: stores go out, results come back.
 pub struct StoreLink {
-    sock: OwnedFd,
+    sock: Arc<OwnedFd>,
+    /// Where stores a full socket cannot take yet wait (the classic
+    /// readers' link: [`overflow`]).
+    overflow: Option<Arc<overflow::Overflow>>,
 }
 
 impl StoreLink {
+    /// This link with an overflow and its sender thread, for a channel
+    /// whose callers are not bounded per user before the link (the classic
+    /// readers: a ring bounds a user's entries).
+    pub fn with_overflow(mut self) -> io::Result<StoreLink> {
+        self.overflow = Some(overflow::Overflow::start(Arc::clone(&self.sock))?);
+        Ok(self)
+    }
+
     /// Hands `job` to the helper without waiting: the errno to answer with
-    /// when it cannot (`EAGAIN` when the link's queue is full, `EIO` when
-    /// the helper is gone).
+    /// when it cannot (`EAGAIN` when the link's queue is full, or the
+    /// overflow has the user's share, `EIO` when the helper is gone).
     pub fn submit(&self, job: &StoreJob) -> Result<(), Errno> {
         let message = Self::message(job)?;
+        if let Some(overflow) = &self.overflow {
+            return overflow.submit(job.uid, message);
+        }
         match nix::sys::socket::send(
             self.sock.as_raw_fd(),
             &message,
@@ -376,6 +394,14 @@ impl StoreLink {
 
     pub fn fd(&self) -> BorrowedFd<'_> {
         self.sock.as_fd()
+    }
+}
+
+impl Drop for StoreLink {
+    fn drop(&mut self) {
+        if let Some(overflow) = &self.overflow {
+            overflow.close();
+        }
     }
 }
 

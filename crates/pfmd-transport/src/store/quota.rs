@@ -8,7 +8,7 @@
 //! past [`WAITING_BYTES_PER_USER`] (or [`WAITING_BYTES_TOTAL`] over every
 //! user) is a store refused.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -17,6 +17,9 @@ use std::time::{Duration, Instant};
 pub const WAITING_BYTES_PER_USER: usize = 1024 * 1024;
 /// Bytes of stores waiting over every user.
 pub const WAITING_BYTES_TOTAL: usize = 64 * 1024 * 1024;
+/// A user's waiting stores the watchdog looks at a round (a `/proc` read
+/// each); a killed caller's store may wait more rounds behind as many.
+pub const DYING_CHECKS_PER_USER: usize = 256;
 
 /// A link as the quota sees it: which one, and how many stores of one user
 /// may be in flight on it.
@@ -54,6 +57,8 @@ struct UserStores<T> {
     per_link: HashMap<usize, usize>,
     waiting: VecDeque<Waiting<T>>,
     waiting_bytes: usize,
+    /// Where the watchdog's next look at `waiting` starts (a seq).
+    checked_to: u64,
 }
 
 impl<T> Default for UserStores<T> {
@@ -63,6 +68,7 @@ impl<T> Default for UserStores<T> {
             per_link: HashMap::new(),
             waiting: VecDeque::new(),
             waiting_bytes: 0,
+            checked_to: 0,
         }
     }
 }
@@ -195,42 +201,52 @@ impl<T> Quota<T> {
     }
 
     /// Takes out the stores waiting over `age` whose thread `dying` says
-    /// is being killed (read unlocked: it reads `/proc`).
+    /// is being killed (read unlocked: it reads `/proc`). At most
+    /// [`DYING_CHECKS_PER_USER`] of a user's stores are looked at a call,
+    /// in turn from where the last call stopped: a user with thousands of
+    /// stores waiting behind stuck ones would otherwise cost a `/proc` read
+    /// each, every call, and delay every other user's answers.
     pub fn take_dying(&self, age: Duration, dying: impl Fn(i32) -> bool) -> Vec<T> {
-        let old: Vec<(u32, u64, i32)> = self
-            .lock()
-            .users
-            .iter()
-            .flat_map(|(uid, user)| {
-                user.waiting
-                    .iter()
-                    .filter(|w| w.since.elapsed() >= age)
-                    .map(|w| (*uid, w.seq, w.tid))
-            })
-            .collect();
-        let dying: Vec<(u32, u64)> = old
+        let mut old: Vec<(u32, u64, i32)> = Vec::new();
+        for (uid, user) in self.lock().users.iter_mut() {
+            let cursor = user.checked_to;
+            let mut due: Vec<(u64, i32)> = user
+                .waiting
+                .iter()
+                .filter(|w| w.since.elapsed() >= age)
+                .map(|w| (w.seq, w.tid))
+                .collect();
+            // From the cursor on, then from the start.
+            due.sort_by_key(|&(seq, _)| (seq < cursor, seq));
+            due.truncate(DYING_CHECKS_PER_USER);
+            if let Some(&(seq, _)) = due.last() {
+                user.checked_to = seq + 1;
+            }
+            old.extend(due.into_iter().map(|(seq, tid)| (*uid, seq, tid)));
+        }
+        let dying: HashSet<(u32, u64)> = old
             .into_iter()
             .filter(|(_, _, tid)| dying(*tid))
             .map(|(uid, seq, _)| (uid, seq))
             .collect();
+        if dying.is_empty() {
+            return Vec::new();
+        }
         let mut guard = self.lock();
         let state = &mut *guard;
         let mut taken = Vec::new();
-        for (uid, seq) in dying {
-            let Some(user) = state.users.get_mut(&uid) else {
-                continue;
-            };
-            if let Some(at) = user.waiting.iter().position(|w| w.seq == seq)
-                && let Some(w) = user.waiting.remove(at)
-            {
+        for (uid, user) in state.users.iter_mut() {
+            let (gone, kept): (VecDeque<_>, VecDeque<_>) = std::mem::take(&mut user.waiting)
+                .into_iter()
+                .partition(|w| dying.contains(&(*uid, w.seq)));
+            user.waiting = kept;
+            for w in gone {
                 user.waiting_bytes -= w.bytes;
                 state.waiting_bytes -= w.bytes;
                 taken.push(w.item);
             }
-            if user.idle() {
-                state.users.remove(&uid);
-            }
         }
+        state.users.retain(|_, user| !user.idle());
         taken
     }
 
@@ -311,5 +327,37 @@ mod tests {
         assert_eq!(quota.finish(7, LINK), Some("lives"));
         assert_eq!(quota.finish(7, LINK), None);
         assert!(quota.lock().users.is_empty());
+    }
+
+    /// A user with many stores waiting has a few looked at a round, in
+    /// turn, so each is looked at within a few rounds.
+    #[test]
+    fn the_watchdog_looks_at_a_users_waiting_stores_in_turn() {
+        let quota = Quota::new(1);
+        assert!(matches!(quota.admit(7, LINK, 1, 1, 0), Admission::Run(0)));
+        let n = DYING_CHECKS_PER_USER * 2 + 10;
+        for tid in 0..n as i32 {
+            assert_eq!(quota.admit(7, LINK, tid, 1, 0), Admission::Waits);
+        }
+        let looked = std::cell::RefCell::new(Vec::new());
+        let round = || {
+            looked.borrow_mut().clear();
+            quota.take_dying(Duration::ZERO, |tid| {
+                looked.borrow_mut().push(tid);
+                tid == (n - 1) as i32
+            })
+        };
+        assert!(round().is_empty());
+        assert_eq!(
+            *looked.borrow(),
+            (0..DYING_CHECKS_PER_USER as i32).collect::<Vec<_>>()
+        );
+        assert!(round().is_empty());
+        assert_eq!(looked.borrow()[0], DYING_CHECKS_PER_USER as i32);
+        // The third round reaches the last one, then starts over.
+        assert_eq!(round(), vec![0]);
+        assert_eq!(looked.borrow().len(), DYING_CHECKS_PER_USER);
+        assert_eq!(looked.borrow()[10], 0, "from the start again");
+        assert_eq!(quota.of(7), (1, n - 1));
     }
 }
