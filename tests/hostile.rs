@@ -1245,9 +1245,10 @@ const STALL_THREADS: usize = 12;
 /// One transport's run of the attack of issue 20 (docs/device.md §8): nobody
 /// aims PCNTGETCNT at a page of its own FUSE file whose READ never comes,
 /// from twelve threads on root's CPU. Root's GETCNTs on that CPU still
-/// finish; nobody's calls are held until its filesystem answers, then all
+/// finish; nobody's calls are held until its filesystem answers, then
 /// answered. The stores past nobody's quota in the store helper wait there
-/// for its held ones and take no helper thread; the daemon is unharmed.
+/// for its held ones, taking no helper thread, and are `EAGAIN` after 2 s;
+/// the daemon is unharmed.
 fn stores_into_a_stalled_page_stall_only_their_caller(channel: Channel) {
     let test = std::thread::current().name().unwrap_or("stall").to_string();
     if !prerequisites(&test, &[BASE, &[Need::TwoCpus]].concat()) {
@@ -1293,6 +1294,22 @@ fn stores_into_a_stalled_page_stall_only_their_caller(channel: Channel) {
              ({helper_threads} before; it makes {made_at_once} at once, the rest wait)"
         );
     }
+    // Another program of nobody's, calling from the attacker's CPU (its
+    // open is of CPU 0; the attacker's, of CPU 1). Where nobody's stores
+    // the helper makes at once are all stuck, its store waits behind them,
+    // and is EAGAIN after 2 s rather than hang.
+    let other = run_within(
+        &daemon,
+        client_as_nobody(&daemon, "latency", &["0", "2"]),
+        Duration::from_secs(120),
+        "another program of nobody's while its stores are stuck",
+    );
+    let held_back = made_at_once <= STALL_THREADS;
+    assert_rows(
+        "nobody's other program",
+        &other,
+        &[("getcnt", if held_back { "EAGAIN" } else { "0" })],
+    );
     let mut answered: Vec<String> = attack.try_iter().collect();
     let calls = |lines: &[String]| -> Vec<String> {
         rows(&lines.join("\n"))
@@ -1316,9 +1333,15 @@ fn stores_into_a_stalled_page_stall_only_their_caller(channel: Channel) {
     answered.extend(attack.iter());
     let results = calls(&answered);
     assert_eq!(results.len(), STALL_THREADS, "{answered:?}");
+    // The stores the helper made land once the page comes; those waiting
+    // behind them are answered EAGAIN once they have waited 2 s.
     assert!(
-        results.iter().all(|e| e == "0"),
-        "every held or waiting store lands once the page comes: {answered:?}"
+        results.iter().all(|e| e == "0" || e == "EAGAIN"),
+        "{answered:?}"
+    );
+    assert!(
+        results.iter().filter(|e| *e == "0").count() >= made_at_once.min(STALL_THREADS),
+        "fewer stores landed than the helper makes at once ({made_at_once}): {answered:?}"
     );
     // The helper threads the held stores took go once they finish: the
     // attacked link keeps one spare more than before at most.

@@ -30,14 +30,15 @@
 //! Counted per link first, so a user with one caller per CPU is never held
 //! for callers on other CPUs. A store past either bound waits for that
 //! user's earlier ones ([`quota`]) and takes no thread; only past the bytes
-//! a user may have waiting is it `EAGAIN`. A store that faults is `EFAULT`,
-//! as a failed `copyout`.
+//! a user may have waiting, or after [`WAIT_AT_MOST`], is it `EAGAIN`. A
+//! store that faults is `EFAULT`, as a failed `copyout`.
 //!
 //! A caller killed while its store hangs would never end: its thread waits
 //! for our reply uninterruptibly once we have read the request. So a
 //! watchdog in the helper answers `EINTR` for a store held or waiting over
 //! [`WATCH_EVERY`] whose thread has `SIGKILL` pending (or is gone), and the
-//! store's own answer, if its page ever arrives, is dropped.
+//! store's own answer, if its page ever arrives, is dropped. A store that
+//! waited [`WAIT_AT_MOST`] behind its user's stuck ones is `EAGAIN`.
 
 mod overflow;
 mod quota;
@@ -85,6 +86,11 @@ const THREAD_STACK: usize = 64 * 1024;
 /// How often the watchdog looks for stores of killed callers, and how long
 /// a store is held before it counts (a store takes microseconds).
 const WATCH_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+/// How long a store waits behind its user's earlier ones before it is
+/// answered `EAGAIN`: those are stuck (a store takes microseconds, and a
+/// thousand threads' stores wait milliseconds), and the caller may be
+/// another program of the same user.
+const WAIT_AT_MOST: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// One store: `bytes` at `addr` in thread `tid` of user `uid`. `tag` and
 /// `unique` say what to answer when it is done; `reply` is that answer on
@@ -505,7 +511,7 @@ fn thread_dying(tid: i32) -> bool {
 }
 
 /// The watchdog: answers `EINTR` for the held and waiting stores of killed
-/// callers.
+/// callers, and `EAGAIN` for stores that waited [`WAIT_AT_MOST`].
 fn watch_held_stores(helper: &Helper) {
     loop {
         std::thread::sleep(WATCH_EVERY);
@@ -514,6 +520,13 @@ fn watch_held_stores(helper: &Helper) {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone();
+        for (link, job) in helper.quota.take_waited(WAIT_AT_MOST) {
+            tracing::debug!(
+                uid = job.uid,
+                "store helper: a store waited {WAIT_AT_MOST:?} behind its user's stuck ones; answered EAGAIN"
+            );
+            answer(&link, job.tag, job.unique, Err(Errno::EAGAIN));
+        }
         for (link, job) in helper.quota.take_dying(WATCH_EVERY, thread_dying) {
             tracing::debug!(
                 tid = job.tid,

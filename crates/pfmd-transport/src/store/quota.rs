@@ -4,9 +4,10 @@
 //! finishes one of that user's earlier stores. A threaded program whose
 //! threads all read their counts at once thus sees its calls take a little
 //! longer, never `EAGAIN`; a user whose stores are stuck on pages that never
-//! arrive holds its own waiting stores (and no helper thread more). Only
-//! past [`WAITING_BYTES_PER_USER`] (or [`WAITING_BYTES_TOTAL`] over every
-//! user) is a store refused.
+//! arrive holds its own waiting stores (and no helper thread more), until
+//! they have waited long enough to be answered `EAGAIN`
+//! ([`Quota::take_waited`]). Past [`WAITING_BYTES_PER_USER`] (or
+//! [`WAITING_BYTES_TOTAL`] over every user) a store is refused at once.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Mutex;
@@ -250,6 +251,31 @@ impl<T> Quota<T> {
         taken
     }
 
+    /// Takes out the stores that have waited `over` or longer: their
+    /// user's earlier stores are stuck, so they are answered `EAGAIN`
+    /// rather than hang behind them (a program of the same user that
+    /// has nothing to do with the stuck ones included).
+    pub fn take_waited(&self, over: Duration) -> Vec<T> {
+        let mut guard = self.lock();
+        let state = &mut *guard;
+        let mut taken = Vec::new();
+        for user in state.users.values_mut() {
+            while user
+                .waiting
+                .front()
+                .is_some_and(|w| w.since.elapsed() >= over)
+            {
+                if let Some(w) = user.waiting.pop_front() {
+                    user.waiting_bytes -= w.bytes;
+                    state.waiting_bytes -= w.bytes;
+                    taken.push(w.item);
+                }
+            }
+        }
+        state.users.retain(|_, user| !user.idle());
+        taken
+    }
+
     /// `uid`'s stores in flight and waiting (a test reads it).
     #[cfg(test)]
     pub fn of(&self, uid: u32) -> (usize, usize) {
@@ -359,5 +385,18 @@ mod tests {
         assert_eq!(looked.borrow().len(), DYING_CHECKS_PER_USER);
         assert_eq!(looked.borrow()[10], 0, "from the start again");
         assert_eq!(quota.of(7), (1, n - 1));
+    }
+
+    #[test]
+    fn stores_that_waited_too_long_are_taken_out_first_come_first() {
+        let quota = Quota::new(1);
+        assert_eq!(quota.admit(7, LINK, 1, 1, "run"), Admission::Run("run"));
+        assert_eq!(quota.admit(7, LINK, 1, 1, "old"), Admission::Waits);
+        assert!(quota.take_waited(Duration::from_secs(60)).is_empty());
+        std::thread::sleep(Duration::from_millis(20));
+        assert_eq!(quota.admit(7, LINK, 1, 1, "new"), Admission::Waits);
+        assert_eq!(quota.take_waited(Duration::from_millis(10)), vec!["old"]);
+        assert_eq!(quota.of(7), (1, 1));
+        assert_eq!(quota.finish(7, LINK), Some("new"));
     }
 }
