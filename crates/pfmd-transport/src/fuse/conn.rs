@@ -11,7 +11,7 @@ use crate::device::{DeviceError, FileId};
 use crate::handler::{Answer, Handler, opened_reply};
 use crate::later::LaterReply;
 use crate::open_waiter::{OpenReply, OpenWaiter};
-use crate::store::{StoreJob, StoreLink};
+use crate::store::{ClassicLink, StoreJob};
 use crate::wire;
 use nix::errno::Errno;
 use nix::mount::{MsFlags, mount};
@@ -188,7 +188,7 @@ impl OpenReply for ClassicReply {
 /// writes the reply to the clone `index` names.
 struct ClassicLater {
     dev: Arc<File>,
-    stores: Arc<StoreLink>,
+    stores: Arc<ClassicLink>,
     index: usize,
 }
 
@@ -202,7 +202,7 @@ impl LaterReply for ClassicLater {
 
 /// What a classic reader sends for `answer` (a store goes to the helper,
 /// which sends the reply itself); `None` for nothing to send.
-fn after(answer: Answer, stores: &StoreLink, index: usize) -> Option<Vec<u8>> {
+fn after(answer: Answer, stores: &ClassicLink, index: usize) -> Option<Vec<u8>> {
     match answer {
         Answer::Reply(reply) | Answer::Last(reply) => Some(reply),
         Answer::Nothing => None,
@@ -228,7 +228,7 @@ pub fn classic_loop(
     dev: Arc<File>,
     handler: &Arc<Handler>,
     waiter: &OpenWaiter<ClassicReply>,
-    stores: &Arc<StoreLink>,
+    stores: &Arc<ClassicLink>,
     index: usize,
 ) {
     let mut buf = vec![0u8; READ_BUFFER];

@@ -287,7 +287,26 @@ impl StoreHelper {
     /// that CPU). With `replies` (the classic channel's `/dev/fuse`
     /// clones), the helper writes each reply itself to the clone the job's
     /// tag names, and nothing comes back on the link: a hand-over fewer.
-    pub fn link(&self, cpu: Option<usize>, replies: &[BorrowedFd<'_>]) -> io::Result<StoreLink> {
+    pub fn link(&self, cpu: Option<usize>) -> io::Result<StoreLink> {
+        Ok(StoreLink {
+            sock: self.connect(cpu, &[])?,
+        })
+    }
+
+    /// The classic readers' link: the helper writes each reply itself to
+    /// the `/dev/fuse` clone the job's tag names, and stores go out through
+    /// an [`overflow::Overflow`] (with its sender thread), as the readers
+    /// are not bounded per user before the link.
+    pub fn classic_link(&self, replies: &[BorrowedFd<'_>]) -> io::Result<ClassicLink> {
+        let sock = self.connect(None, replies)?;
+        Ok(ClassicLink {
+            overflow: overflow::Overflow::start(sock)?,
+        })
+    }
+
+    /// Hands the helper a new link (its threads pinned to `cpu` when given)
+    /// with its reply files; our end of it.
+    fn connect(&self, cpu: Option<usize>, replies: &[BorrowedFd<'_>]) -> io::Result<OwnedFd> {
         if replies.len() >= MAX_LINK_FDS {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -310,10 +329,7 @@ impl StoreHelper {
             None,
         )
         .map_err(|e| io::Error::new(io::ErrorKind::BrokenPipe, format!("store helper: {e}")))?;
-        Ok(StoreLink {
-            sock: Arc::new(ours),
-            overflow: None,
-        })
+        Ok(ours)
     }
 }
 
@@ -330,45 +346,34 @@ impl Drop for StoreHelper {
     }
 }
 
-/// One channel's link to the helper: stores go out, results come back.
+/// A ring queue's link to the helper: the ring sends stores
+/// ([`StoreLink::message`]) and receives results ([`StoreLink::result_from`])
+/// itself.
 pub struct StoreLink {
-    sock: Arc<OwnedFd>,
-    /// Where stores a full socket cannot take yet wait (the classic
-    /// readers' link: [`overflow`]).
-    overflow: Option<Arc<overflow::Overflow>>,
+    sock: OwnedFd,
+}
+
+/// The classic readers' link to the helper ([`StoreHelper::classic_link`]).
+pub struct ClassicLink {
+    overflow: Arc<overflow::Overflow>,
+}
+
+impl ClassicLink {
+    /// Hands `job` to the helper without waiting: the errno to answer with
+    /// when it cannot (`EAGAIN` past the user's share of the overflow, `EIO`
+    /// when the helper is gone).
+    pub fn submit(&self, job: &StoreJob) -> Result<(), Errno> {
+        self.overflow.submit(job.uid, StoreLink::message(job)?)
+    }
+}
+
+impl Drop for ClassicLink {
+    fn drop(&mut self) {
+        self.overflow.close();
+    }
 }
 
 impl StoreLink {
-    /// This link with an overflow and its sender thread, for a channel
-    /// whose callers are not bounded per user before the link (the classic
-    /// readers: a ring bounds a user's entries).
-    pub fn with_overflow(mut self) -> io::Result<StoreLink> {
-        self.overflow = Some(overflow::Overflow::start(Arc::clone(&self.sock))?);
-        Ok(self)
-    }
-
-    /// Hands `job` to the helper without waiting: the errno to answer with
-    /// when it cannot (`EAGAIN` when the link's queue is full, or the
-    /// overflow has the user's share, `EIO` when the helper is gone).
-    pub fn submit(&self, job: &StoreJob) -> Result<(), Errno> {
-        let message = Self::message(job)?;
-        if let Some(overflow) = &self.overflow {
-            return overflow.submit(job.uid, message);
-        }
-        match nix::sys::socket::send(
-            self.sock.as_raw_fd(),
-            &message,
-            MsgFlags::MSG_DONTWAIT | MsgFlags::MSG_NOSIGNAL,
-        ) {
-            Ok(_) => Ok(()),
-            Err(Errno::EAGAIN) => Err(Errno::EAGAIN),
-            Err(e) => {
-                tracing::error!("handing a store to the store helper: {e}");
-                Err(Errno::EIO)
-            }
-        }
-    }
-
     /// A finished store as the helper sent it on a link.
     pub fn result_from(message: &[u8]) -> io::Result<StoreDone> {
         match message {
@@ -400,14 +405,6 @@ impl StoreLink {
 
     pub fn fd(&self) -> BorrowedFd<'_> {
         self.sock.as_fd()
-    }
-}
-
-impl Drop for StoreLink {
-    fn drop(&mut self) {
-        if let Some(overflow) = &self.overflow {
-            overflow.close();
-        }
     }
 }
 

@@ -58,7 +58,7 @@ impl State {
 }
 
 pub struct Overflow {
-    sock: Arc<OwnedFd>,
+    sock: OwnedFd,
     state: Mutex<State>,
     ready: Condvar,
     per_user_bytes: usize,
@@ -67,7 +67,7 @@ pub struct Overflow {
 
 impl Overflow {
     /// The overflow of the link `sock`, and its sender thread.
-    pub fn start(sock: Arc<OwnedFd>) -> std::io::Result<Arc<Overflow>> {
+    pub fn start(sock: OwnedFd) -> std::io::Result<Arc<Overflow>> {
         let overflow = Arc::new(Overflow::new(
             sock,
             WAITING_BYTES_PER_USER,
@@ -80,7 +80,7 @@ impl Overflow {
         Ok(overflow)
     }
 
-    fn new(sock: Arc<OwnedFd>, per_user_bytes: usize, total_bytes: usize) -> Overflow {
+    fn new(sock: OwnedFd, per_user_bytes: usize, total_bytes: usize) -> Overflow {
         Overflow {
             sock,
             state: Mutex::new(State::default()),
@@ -180,9 +180,8 @@ fn send(sock: &OwnedFd, message: &[u8], flags: MsgFlags) -> Result<(), Errno> {
 mod tests {
     use super::*;
 
-    fn pair() -> (Arc<OwnedFd>, OwnedFd) {
-        let (ours, theirs) = super::super::seqpacket_pair().unwrap();
-        (Arc::new(ours), theirs)
+    fn pair() -> (OwnedFd, OwnedFd) {
+        super::super::seqpacket_pair().unwrap()
     }
 
     fn recv(sock: &OwnedFd) -> Vec<u8> {
@@ -204,10 +203,10 @@ mod tests {
     #[test]
     fn a_full_link_keeps_stores_and_sends_users_in_turn() {
         let (ours, theirs) = pair();
-        let overflow = Overflow::new(Arc::clone(&ours), 100, 1000);
+        let overflow = Overflow::new(ours, 100, 1000);
         overflow.submit(7, vec![1]).unwrap();
         assert_eq!(recv(&theirs), vec![1], "an empty overflow sends at once");
-        let filled = fill(&ours);
+        let filled = fill(&overflow.sock);
         // User 7 floods; user 8 comes after.
         for i in 0..5 {
             overflow.submit(7, vec![70 + i]).unwrap();
@@ -236,8 +235,8 @@ mod tests {
     #[test]
     fn a_user_past_its_bytes_gets_eagain_alone() {
         let (ours, _theirs) = pair();
-        let overflow = Overflow::new(Arc::clone(&ours), 10, 15);
-        fill(&ours);
+        let overflow = Overflow::new(ours, 10, 15);
+        fill(&overflow.sock);
         overflow.submit(7, vec![0; 8]).unwrap();
         assert_eq!(overflow.submit(7, vec![0; 3]), Err(Errno::EAGAIN));
         overflow.submit(8, vec![0; 5]).unwrap();

@@ -97,6 +97,14 @@ impl<T> UserStores<T> {
     fn idle(&self) -> bool {
         self.in_flight == 0 && self.waiting.is_empty()
     }
+
+    /// `w`, out of this user's waiting stores, its bytes given back here
+    /// and in `all_bytes`.
+    fn take_out(&mut self, w: Waiting<T>, all_bytes: &mut usize) -> T {
+        self.waiting_bytes -= w.bytes;
+        *all_bytes -= w.bytes;
+        w.item
+    }
 }
 
 struct State<T> {
@@ -190,10 +198,8 @@ impl<T> Quota<T> {
             .position(|w| user.fits(w.link, self.in_all))
             .and_then(|at| user.waiting.remove(at));
         let item = next.map(|w| {
-            user.waiting_bytes -= w.bytes;
-            state.waiting_bytes -= w.bytes;
             user.enter(w.link);
-            w.item
+            user.take_out(w, &mut state.waiting_bytes)
         });
         if user.idle() {
             state.users.remove(&uid);
@@ -242,9 +248,7 @@ impl<T> Quota<T> {
                 .partition(|w| dying.contains(&(*uid, w.seq)));
             user.waiting = kept;
             for w in gone {
-                user.waiting_bytes -= w.bytes;
-                state.waiting_bytes -= w.bytes;
-                taken.push(w.item);
+                taken.push(user.take_out(w, &mut state.waiting_bytes));
             }
         }
         state.users.retain(|_, user| !user.idle());
@@ -260,16 +264,15 @@ impl<T> Quota<T> {
         let state = &mut *guard;
         let mut taken = Vec::new();
         for user in state.users.values_mut() {
-            while user
+            // In arrival order: the first that has not waited so long ends it.
+            let waited = user
                 .waiting
-                .front()
-                .is_some_and(|w| w.since.elapsed() >= over)
-            {
-                if let Some(w) = user.waiting.pop_front() {
-                    user.waiting_bytes -= w.bytes;
-                    state.waiting_bytes -= w.bytes;
-                    taken.push(w.item);
-                }
+                .iter()
+                .take_while(|w| w.since.elapsed() >= over)
+                .count();
+            let rest = user.waiting.split_off(waited);
+            for w in std::mem::replace(&mut user.waiting, rest) {
+                taken.push(user.take_out(w, &mut state.waiting_bytes));
             }
         }
         state.users.retain(|_, user| !user.idle());
