@@ -119,19 +119,6 @@ const JOB_HEAD: usize = 8 + 8 + 4 + 4 + 8 + 4 + 4;
 const DONE_HEAD: usize = 8 + 8 + 4;
 
 impl StoreJob {
-    #[cfg(test)]
-    fn empty() -> StoreJob {
-        StoreJob {
-            tag: 0,
-            unique: 0,
-            uid: 0,
-            tid: 0,
-            addr: 0,
-            bytes: vec![],
-            reply: vec![],
-        }
-    }
-
     fn encode(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(JOB_HEAD + self.bytes.len() + self.reply.len());
         out.extend_from_slice(&self.tag.to_ne_bytes());
@@ -924,18 +911,17 @@ mod tests {
         let helper = Arc::new(Helper::new());
         let (ours, theirs) = seqpacket_pair().unwrap();
         let link = Arc::new(Link::new(theirs, Some(0), Vec::new()));
+        let mut target = [0u8; 4];
+        let job = four_ones_into(&mut target, 7);
         // The user's quota on the link is taken, as by stores in flight.
         for _ in 0..link.quota.per_user {
+            let in_flight = (Arc::clone(&link), job.clone());
             assert!(matches!(
-                helper
-                    .quota
-                    .admit(7, link.quota, 0, 0, (Arc::clone(&link), StoreJob::empty())),
+                helper.quota.admit(7, link.quota, 0, 0, in_flight),
                 Admission::Run(_)
             ));
         }
         start_thread(&helper, &link);
-        let mut target = [0u8; 4];
-        let job = four_ones_into(&mut target, 7);
         nix::sys::socket::send(ours.as_raw_fd(), &job.encode(), MsgFlags::empty()).unwrap();
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
         while helper.quota.of(7) != (link.quota.per_user, 1) {
