@@ -4,7 +4,8 @@
 //! (file operations, device operations, the ioctl argument path of
 //! [`ioctl`]). The channels only move bytes: [`cuse`] (a real character
 //! device, where the kernel has CUSE) and [`fuse`] (a one-file filesystem,
-//! classic readers or io_uring queues). Answers that wait are delivered
+//! classic readers or io_uring queues); CUSE's readers and FUSE's classic
+//! ones are one loop, [`reader`]. Answers that wait are delivered
 //! by the channel when ready: an open waiting for its own release
 //! ([`open_waiter`]), a store into a FUSE caller's memory ([`store`]).
 
@@ -16,6 +17,7 @@ pub mod ioctl;
 pub mod later;
 pub mod life;
 pub mod open_waiter;
+pub mod reader;
 pub mod store;
 pub mod wire;
 

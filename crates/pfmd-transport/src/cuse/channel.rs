@@ -1,6 +1,5 @@
-//! The `/dev/cuse` channel: one open file is one CUSE connection, and closing
-//! it is what removes the device. Requests are read one per `read(2)`,
-//! replies written one per `write(2)`.
+//! The `/dev/cuse` file: one open file is one CUSE connection, and closing
+//! it is what removes the device. Its readers are [`crate::reader`]'s.
 //!
 //! Every reader thread blocks in `read(2)` on the one file: the kernel wakes
 //! exactly one reader per request (an exclusive wait), so nothing herds and
@@ -11,32 +10,16 @@
 
 use nix::sys::signal::{SaFlags, SigAction, SigHandler, SigSet, Signal, sigaction};
 use std::fs::{File, OpenOptions};
-use std::io::{self, Read, Write};
+use std::io;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::thread::JoinHandleExt;
 use std::path::Path;
 use std::sync::Once;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 
 /// Interrupts a reader's `read(2)` so it sees the stop flag.
 pub const WAKE_SIGNAL: Signal = Signal::SIGUSR1;
-
-/// What a wait for the next request produced.
-#[derive(Debug, PartialEq, Eq)]
-pub enum Received {
-    /// A request of this many bytes is in the buffer.
-    Request(usize),
-    /// The transport is stopping.
-    Stopped,
-    /// The kernel ended the connection (aborted, or the device refused).
-    Gone,
-}
-
-pub struct Channel {
-    file: File,
-}
 
 extern "C" fn on_wake_signal(_: libc::c_int) {}
 
@@ -70,69 +53,28 @@ pub fn wake(thread: &JoinHandle<()>) {
     }
 }
 
-impl Channel {
-    /// Opens `path` (normally `/dev/cuse`): the kernel creates a connection
-    /// and queues CUSE_INIT on it.
-    pub fn open(path: &Path) -> io::Result<Channel> {
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .custom_flags(libc::O_CLOEXEC)
-            .open(path)?;
-        Ok(Channel { file })
-    }
+/// Opens `path` (normally `/dev/cuse`): the kernel creates a connection and
+/// queues CUSE_INIT on it.
+pub fn open(path: &Path) -> io::Result<File> {
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_CLOEXEC)
+        .open(path)
+}
 
-    /// Blocks for the next request and reads it into `buf`, unless `stop`
-    /// is set (checked before each read, and after each interruption).
-    pub fn receive(&self, buf: &mut [u8], stop: &AtomicBool) -> io::Result<Received> {
-        loop {
-            if stop.load(Ordering::SeqCst) {
-                return Ok(Received::Stopped);
-            }
-            match (&self.file).read(buf) {
-                Ok(0) => return Ok(Received::Gone),
-                Ok(n) => return Ok(Received::Request(n)),
-                Err(e) => match e.raw_os_error() {
-                    // A signal (perhaps our wake-up), or a request that was
-                    // interrupted before we read it: look again.
-                    Some(libc::EINTR | libc::EAGAIN | libc::ENOENT) => continue,
-                    Some(libc::ENODEV | libc::ECONNABORTED) => return Ok(Received::Gone),
-                    _ => return Err(e),
-                },
-            }
-        }
+/// True if the kernel has ended the connection (`POLLERR`), without waiting.
+pub fn is_gone(file: &File) -> io::Result<bool> {
+    let mut fds = [libc::pollfd {
+        fd: file.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    }];
+    // SAFETY: `fds` is a live, writable array of one pollfd and its length
+    // is passed with it; the descriptor is open for the call (`file`).
+    let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, 0) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
     }
-
-    /// Writes one reply. `ENOENT` means the request is gone (its caller was
-    /// interrupted and the kernel already answered it): not an error for us.
-    pub fn send(&self, reply: &[u8]) -> io::Result<()> {
-        match (&self.file).write(reply) {
-            Ok(n) if n == reply.len() => Ok(()),
-            Ok(n) => Err(io::Error::other(format!(
-                "short reply write: {n} of {} bytes",
-                reply.len()
-            ))),
-            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
-                tracing::debug!("reply to a request that no longer exists (interrupted caller)");
-                Ok(())
-            }
-            Err(e) => Err(e),
-        }
-    }
-
-    /// True if the kernel has ended the connection (`POLLERR`), without waiting.
-    pub fn is_gone(&self) -> io::Result<bool> {
-        let mut fds = [libc::pollfd {
-            fd: self.file.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        }];
-        // SAFETY: `fds` is a live, writable array of one pollfd and its
-        // length is passed with it; the descriptor is owned by `self`.
-        let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, 0) };
-        if n < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(fds[0].revents & (libc::POLLERR | libc::POLLHUP | libc::POLLNVAL) != 0)
-    }
+    Ok(fds[0].revents & (libc::POLLERR | libc::POLLHUP | libc::POLLNVAL) != 0)
 }

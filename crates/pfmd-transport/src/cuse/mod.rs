@@ -7,8 +7,8 @@
 //! - [`session`]: CUSE_INIT (asking for unrestricted ioctls, so that the
 //!   kernel copies a pointer ioctl's array in the caller's thread), then
 //!   reader threads;
-//! - [`channel`]: the `/dev/cuse` file and its readers (the only `unsafe`:
-//!   `poll(2)`, `sigaction(2)`, `pthread_kill(3)`);
+//! - [`channel`]: the `/dev/cuse` file and waking its readers (the only
+//!   `unsafe`: `poll(2)`, `sigaction(2)`, `pthread_kill(3)`);
 //! - [`node`]: the `/dev` node: waiting for it, `--mode`, `--group`.
 //!
 //! Closing the channel removes the device; `stop()` flags the readers, wakes
@@ -21,9 +21,10 @@ pub mod session;
 use super::abi;
 use super::handler::{ChannelKind, Handler};
 use super::life::Life;
+use super::reader::Reader;
 use crate::device::Device;
-use channel::Channel;
-use session::Session;
+use session::CuseWaits;
+use std::fs::File;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -112,7 +113,8 @@ impl CuseError {
 pub struct CuseTransport {
     /// None once stopped. The readers hold clones while they run; the last
     /// reference going closes the channel.
-    session: Option<Arc<Session>>,
+    channel: Option<Arc<File>>,
+    life: Arc<Life>,
     threads: Vec<JoinHandle<()>>,
     /// The character device, `/dev/<name>`.
     pub device_path: PathBuf,
@@ -132,7 +134,7 @@ impl CuseTransport {
             .map_err(CuseError::io("installing the reader wake-up handler"))?;
         // Open first: where CUSE is missing, nothing else is touched and
         // `--transport auto` falls back to FUSE.
-        let channel = Channel::open(&options.channel).map_err(|source| CuseError::Unavailable {
+        let channel = channel::open(&options.channel).map_err(|source| CuseError::Unavailable {
             path: options.channel.clone(),
             source,
         })?;
@@ -147,29 +149,34 @@ impl CuseTransport {
             sys_class,
             &options.dev_name,
             NODE_TIMEOUT,
-            || channel.is_gone(),
+            || channel::is_gone(&channel),
         )?;
         node::apply_permissions(&device_path, options.mode, options.gid)?;
-        let session = Arc::new(Session {
-            handler: Arc::new(Handler {
-                device,
-                kind: ChannelKind::Cuse,
-                channel_flags: 0,
-                later: crate::later::LaterServer::default(),
-            }),
-            channel: Arc::new(channel),
-            life: Life::new(on_lost),
+        let handler = Arc::new(Handler {
+            device,
+            kind: ChannelKind::Cuse,
+            channel_flags: 0,
+            later: crate::later::LaterServer::default(),
         });
+        let channel = Arc::new(channel);
         let mut transport = CuseTransport {
-            session: Some(Arc::clone(&session)),
+            channel: Some(Arc::clone(&channel)),
+            life: Arc::new(Life::new(on_lost)),
             threads: Vec::new(),
             device_path,
         };
+        let waits = Arc::new(CuseWaits);
         for index in 0..options.threads.max(2) {
-            let session = Arc::clone(&session);
+            let reader = Reader {
+                file: Arc::clone(&channel),
+                handler: Arc::clone(&handler),
+                waits: Arc::clone(&waits),
+                index,
+            };
+            let life = Arc::clone(&transport.life);
             let thread = std::thread::Builder::new()
                 .name(format!("cuse-{index}"))
-                .spawn(move || session.serve(index))
+                .spawn(move || session::serve(&reader, &life))
                 .map_err(CuseError::io("starting a CUSE reader thread"))?;
             transport.threads.push(thread);
         }
@@ -195,10 +202,10 @@ impl CuseTransport {
 
     /// Returns whether the connection had been lost.
     fn shutdown(&mut self) -> bool {
-        let Some(session) = self.session.take() else {
+        let Some(channel) = self.channel.take() else {
             return false;
         };
-        session.life.stop();
+        self.life.stop();
         // A reader may be between its flag check and read(2): kick until
         // every one has seen the flag.
         let deadline = Instant::now() + STOP_TIMEOUT;
@@ -217,13 +224,14 @@ impl CuseTransport {
                 tracing::error!("a CUSE reader thread panicked");
             }
         }
-        let lost = session.life.was_lost();
-        // The readers' references are gone with them: this drop closes the
-        // channel and the kernel removes the device.
-        if Arc::strong_count(&session) != 1 {
-            tracing::warn!("CUSE session still referenced; the device goes when pfmd exits");
+        let lost = self.life.was_lost();
+        // The readers' references are gone with them (and the per-open
+        // workers' with their requests): this drop closes the channel and
+        // the kernel removes the device.
+        if Arc::strong_count(&channel) != 1 {
+            tracing::warn!("CUSE channel still referenced; the device goes when pfmd exits");
         }
-        drop(session);
+        drop(channel);
         node::confirm_removed(&self.device_path);
         lost
     }

@@ -1,14 +1,16 @@
-//! The CUSE session: the CUSE_INIT handshake, then reader threads that take
-//! requests off the channel and deliver the [`Handler`]'s answers.
+//! The CUSE session: the CUSE_INIT handshake, then reader threads
+//! ([`crate::reader`]) that take requests off the channel and deliver the
+//! [`Handler`](crate::handler::Handler)'s answers.
 
 use super::CuseError;
-use super::channel::{Channel, Received};
 use crate::abi::*;
-use crate::handler::{Answer, Handler};
-use crate::later::LaterReply;
 use crate::life::Life;
+use crate::open_waiter::PendingOpen;
+use crate::reader::{self, Ended, Reader, Received, Waits};
+use crate::store::StoreJob;
 use crate::wire::{self, Op};
 use nix::errno::Errno;
+use std::fs::File;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
@@ -23,10 +25,9 @@ pub const MAX_READ: u32 = CUSE_MAX_TRANSFER as u32;
 pub const MAX_WRITE: u32 = 4096;
 
 /// Answers the kernel's CUSE_INIT so it creates `/dev/<dev_name>`.
-pub fn handshake(channel: &Channel, dev_name: &str) -> Result<(), CuseError> {
+pub fn handshake(channel: &File, dev_name: &str) -> Result<(), CuseError> {
     let mut buf = vec![0u8; REQUEST_BUFFER];
-    let n = match channel
-        .receive(&mut buf, &AtomicBool::new(false))
+    let n = match reader::receive(channel, &mut buf, &AtomicBool::new(false))
         .map_err(CuseError::io("reading CUSE_INIT"))?
     {
         Received::Request(n) => n,
@@ -46,7 +47,7 @@ pub fn handshake(channel: &Channel, dev_name: &str) -> Result<(), CuseError> {
     };
     if init.major != FUSE_KERNEL_VERSION || init.minor < MIN_KERNEL_MINOR {
         let reply = wire::reply_error(request.header.unique, Errno::EPROTO);
-        let _ = channel.send(&reply);
+        let _ = reader::send(channel, &reply);
         return Err(CuseError::KernelTooOld {
             major: init.major,
             minor: init.minor,
@@ -69,101 +70,35 @@ pub fn handshake(channel: &Channel, dev_name: &str) -> Result<(), CuseError> {
         max_write: MAX_WRITE,
         ..Default::default()
     };
-    channel
-        .send(&wire::init_reply(request.header.unique, &out, dev_name))
-        .map_err(CuseError::io("answering CUSE_INIT"))
+    reader::send(
+        channel,
+        &wire::init_reply(request.header.unique, &out, dev_name),
+    )
+    .map_err(CuseError::io("answering CUSE_INIT"))
 }
 
-/// Shared by the reader threads.
-pub struct Session {
-    pub handler: Arc<Handler>,
-    pub channel: Arc<Channel>,
-    pub life: Life,
-}
+/// How a CUSE reader delivers answers that wait: none does here.
+pub struct CuseWaits;
 
-/// The reply to a request its open's worker served, written by the worker.
-struct CuseLater {
-    channel: Arc<Channel>,
-    unique: u64,
-}
+impl Waits for CuseWaits {
+    // CUSE sends no FLUSH, so no open waits for its own release here.
+    fn wait_for_release(&self, _: &Arc<File>, unique: u64, open: PendingOpen) -> Option<Vec<u8>> {
+        Some(wire::reply_error(unique, open.error().errno()))
+    }
 
-impl LaterReply for CuseLater {
-    fn deliver(self: Box<Self>, answer: Answer) {
-        let reply = match reply_of(answer) {
-            (Some(reply), _) => reply,
-            (None, _) => wire::reply_error(self.unique, Errno::EIO),
-        };
-        if let Err(e) = self.channel.send(&reply)
-            && e.raw_os_error() != Some(libc::ENODEV)
-        {
-            tracing::error!("writing a CUSE reply: {e}");
-        }
+    // Unrestricted ioctls never store from here; a kernel that sent a
+    // restricted one anyway is answered EIO rather than written from this
+    // thread.
+    fn store(&self, job: StoreJob, _: usize) -> Option<Vec<u8>> {
+        tracing::error!("a restricted ioctl over CUSE: not storing from a reader");
+        Some(wire::reply_error(job.unique, Errno::EIO))
     }
 }
 
-/// The reply to send for `answer`, and whether the session ends after it.
-fn reply_of(answer: Answer) -> (Option<Vec<u8>>, bool) {
-    match answer {
-        Answer::Reply(reply) => (Some(reply), false),
-        Answer::Last(reply) => (Some(reply), true),
-        Answer::Nothing => (None, false),
-        // CUSE sends no FLUSH, so no open waits for its own release here.
-        Answer::WaitForRelease { unique, open, .. } => {
-            (Some(wire::reply_error(unique, open.error().errno())), false)
-        }
-        // Unrestricted ioctls never store from here; a kernel that sent a
-        // restricted one anyway is answered EIO rather than written from
-        // this thread.
-        Answer::AfterStore(job) => {
-            tracing::error!("a restricted ioctl over CUSE: not storing from a reader");
-            (Some(wire::reply_error(job.unique, Errno::EIO)), false)
-        }
-        Answer::Later { request, .. } => (Some(request.unexpected()), false),
-    }
-}
-
-impl Session {
-    /// One reader thread's life.
-    pub fn serve(&self, index: usize) {
-        let mut buf = vec![0u8; REQUEST_BUFFER];
-        loop {
-            match self.channel.receive(&mut buf, self.life.stopping_flag()) {
-                Ok(Received::Request(n)) => {
-                    let (reply, end) = match self.handler.answer(&buf[..n]) {
-                        Answer::Later { request, .. } => {
-                            let reply = CuseLater {
-                                channel: Arc::clone(&self.channel),
-                                unique: request.unique,
-                            };
-                            self.handler.serve_later(request, Box::new(reply));
-                            continue;
-                        }
-                        answer => reply_of(answer),
-                    };
-                    if let Some(reply) = reply
-                        && let Err(e) = self.channel.send(&reply)
-                    {
-                        if e.raw_os_error() == Some(libc::ENODEV) {
-                            self.life.ended("CUSE", "the kernel closed the connection");
-                            return;
-                        }
-                        tracing::error!(thread = index, "writing a CUSE reply: {e}");
-                    }
-                    if end {
-                        self.life.ended("CUSE", "the kernel sent DESTROY");
-                        return;
-                    }
-                }
-                Ok(Received::Stopped) => return,
-                Ok(Received::Gone) => {
-                    self.life.ended("CUSE", "the kernel closed the connection");
-                    return;
-                }
-                Err(e) => {
-                    self.life.ended("CUSE", &format!("reading /dev/cuse: {e}"));
-                    return;
-                }
-            }
-        }
+/// One reader thread's life: serves until pfmd stops it or the connection
+/// ends.
+pub fn serve(reader: &Reader<CuseWaits>, life: &Life) {
+    if let Ended::Lost(why) = reader.serve(REQUEST_BUFFER, life.stopping_flag()) {
+        life.ended("CUSE", &why);
     }
 }

@@ -1,19 +1,17 @@
 //! The FUSE connection on `/dev/fuse`: mount(2), the INIT handshake (always
 //! over read/write: io_uring commands are `EAGAIN` before it), cloned files
-//! for the classic readers, and the classic channel: readers that take a
-//! request per read(2) and write a reply per write(2), with the replies
-//! that wait (an open for its release, a store in the caller's memory)
-//! written by the thread that has them when they are ready.
+//! for the classic readers ([`crate::reader`]), and how those deliver the
+//! replies that wait (an open for its release, a store in the caller's
+//! memory): written by the thread that has them when they are ready.
 
 use super::FuseError;
 use crate::abi::*;
 use crate::device::{DeviceError, FileId};
-use crate::handler::{Answer, Handler, opened_reply};
-use crate::later::LaterReply;
-use crate::open_waiter::{OpenReply, OpenWaiter};
+use crate::handler::opened_reply;
+use crate::open_waiter::{OpenReply, OpenWaiter, PendingOpen};
+use crate::reader::{self, Waits};
 use crate::store::{ClassicLink, StoreJob};
 use crate::wire;
-use nix::errno::Errno;
 use nix::mount::{MsFlags, mount};
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Write};
@@ -164,125 +162,43 @@ pub struct ClassicReply {
     pub unique: u64,
 }
 
-impl ClassicReply {
-    fn send(&self, reply: &[u8]) {
-        if let Err(e) = (&*self.dev).write(reply)
-            && !matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ENODEV))
-        {
-            tracing::error!("writing a FUSE reply: {e}");
-        }
-    }
-}
-
 impl OpenReply for ClassicReply {
     fn opened(self, id: FileId) {
-        self.send(&opened_reply(self.unique, id));
+        reader::send_aside(&self.dev, &opened_reply(self.unique, id));
     }
     fn refused(self, error: &DeviceError) {
-        self.send(&wire::reply_error(self.unique, error.errno()));
+        reader::send_aside(&self.dev, &wire::reply_error(self.unique, error.errno()));
     }
 }
 
-/// A request served by its open's worker, answered on the classic channel:
-/// any thread may write a reply, or hand a store to the helper, which
-/// writes the reply to the clone `index` names.
-struct ClassicLater {
-    dev: Arc<File>,
-    stores: Arc<ClassicLink>,
-    index: usize,
+/// How a classic reader delivers answers that wait: an open through the
+/// open waiter, a store through the store helper, which writes the reply
+/// to the clone the request was read from.
+pub struct ClassicWaits {
+    pub waiter: OpenWaiter<ClassicReply>,
+    pub stores: ClassicLink,
 }
 
-impl LaterReply for ClassicLater {
-    fn deliver(self: Box<Self>, answer: Answer) {
-        if let Some(reply) = after(answer, &self.stores, self.index) {
-            let _ = send(&self.dev, &reply, self.index);
-        }
+impl Waits for ClassicWaits {
+    fn wait_for_release(
+        &self,
+        file: &Arc<File>,
+        unique: u64,
+        open: PendingOpen,
+    ) -> Option<Vec<u8>> {
+        let dev = Arc::clone(file);
+        self.waiter.wait(open, ClassicReply { dev, unique });
+        None
     }
-}
 
-/// What a classic reader sends for `answer` (a store goes to the helper,
-/// which sends the reply itself); `None` for nothing to send.
-fn after(answer: Answer, stores: &ClassicLink, index: usize) -> Option<Vec<u8>> {
-    match answer {
-        Answer::Reply(reply) | Answer::Last(reply) => Some(reply),
-        Answer::Nothing => None,
-        Answer::AfterStore(job) => {
-            let job = StoreJob {
-                tag: index as u64,
-                ..job
-            };
-            match stores.submit(&job) {
-                Ok(()) => None,
-                Err(errno) => Some(wire::reply_error(job.unique, errno)),
-            }
-        }
-        // A worker's answer is neither (the handler waits there).
-        Answer::WaitForRelease { unique, .. } => Some(wire::reply_error(unique, Errno::EIO)),
-        Answer::Later { request, .. } => Some(request.unexpected()),
-    }
-}
-
-/// One classic reader: a request per read(2), a reply per write(2), until
-/// the connection ends (unmount: `ENODEV`).
-pub fn classic_loop(
-    dev: Arc<File>,
-    handler: &Arc<Handler>,
-    waiter: &OpenWaiter<ClassicReply>,
-    stores: &Arc<ClassicLink>,
-    index: usize,
-) {
-    let mut buf = vec![0u8; READ_BUFFER];
-    loop {
-        let n = match (&*dev).read(&mut buf) {
-            Ok(0) => return,
-            Ok(n) => n,
-            Err(e) => match e.raw_os_error() {
-                // A signal, or a request interrupted before we read it.
-                Some(libc::EINTR | libc::EAGAIN | libc::ENOENT) => continue,
-                Some(libc::ENODEV | libc::ECONNABORTED) => return,
-                _ => {
-                    tracing::error!(reader = index, "reading {FUSE_DEVICE}: {e}");
-                    return;
-                }
-            },
+    fn store(&self, job: StoreJob, reader: usize) -> Option<Vec<u8>> {
+        let job = StoreJob {
+            tag: reader as u64,
+            ..job
         };
-        let reply = match handler.answer(&buf[..n]) {
-            Answer::WaitForRelease { unique, open, .. } => {
-                let dev = Arc::clone(&dev);
-                waiter.wait(open, ClassicReply { dev, unique });
-                continue;
-            }
-            Answer::Later { request, .. } => {
-                let reply = ClassicLater {
-                    dev: Arc::clone(&dev),
-                    stores: Arc::clone(stores),
-                    index,
-                };
-                handler.serve_later(request, Box::new(reply));
-                continue;
-            }
-            // The store helper writes a store's reply once it is stored.
-            answer => match after(answer, stores, index) {
-                Some(reply) => reply,
-                None => continue,
-            },
-        };
-        if !send(&dev, &reply, index) {
-            return;
-        }
-    }
-}
-
-/// Writes one reply; false once the connection is gone.
-fn send(dev: &File, reply: &[u8], index: usize) -> bool {
-    match (&*dev).write(reply) {
-        Ok(_) => true,
-        // The caller was interrupted and the kernel already answered it.
-        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => true,
-        Err(e) if e.raw_os_error() == Some(libc::ENODEV) => false,
-        Err(e) => {
-            tracing::error!(reader = index, "writing a FUSE reply: {e}");
-            true
+        match self.stores.submit(&job) {
+            Ok(()) => None,
+            Err(errno) => Some(wire::reply_error(job.unique, errno)),
         }
     }
 }

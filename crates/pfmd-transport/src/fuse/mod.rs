@@ -52,14 +52,16 @@ use super::handler::{ChannelKind, FILE_NAME, FileFacts, Handler};
 use super::later::LaterServer;
 use super::life::Life;
 use super::open_waiter::OpenWaiter;
-use super::store::{ClassicLink, StoreHelper};
+use super::reader::Reader;
+use super::store::StoreHelper;
 use crate::device::Device;
-use conn::ClassicReply;
+use conn::ClassicWaits;
 use io_uring::{IoUring, cqueue, squeue};
 use std::fs::File;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 use std::sync::mpsc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
@@ -202,10 +204,14 @@ pub fn probe() -> Result<(), String> {
 /// its request came from.
 struct ClassicChannel {
     files: Vec<Arc<File>>,
-    stores: Arc<ClassicLink>,
     handler: Arc<Handler>,
-    waiter: OpenWaiter<ClassicReply>,
+    waits: Arc<ClassicWaits>,
 }
+
+/// The classic readers serve until the connection ends, even once pfmd is
+/// stopping: a mount detached with clients still holding the device is
+/// served until pfmd exits.
+static SERVE_UNTIL_UNMOUNTED: AtomicBool = AtomicBool::new(false);
 
 /// A mounted device. Dropping it unmounts.
 pub struct FuseTransport {
@@ -296,16 +302,16 @@ impl FuseTransport {
             .map(|f| std::os::fd::AsFd::as_fd(&**f))
             .collect();
         let classic_channel = ClassicChannel {
-            // The helper writes each store's reply to its reader's clone.
-            stores: Arc::new(
-                transport
+            waits: Arc::new(ClassicWaits {
+                waiter: classic_waiter,
+                // The helper writes each store's reply to its reader's clone.
+                stores: transport
                     .store_helper()
                     .classic_link(&reply_files)
                     .map_err(FuseError::io("linking to the store helper"))?,
-            ),
+            }),
             files,
             handler: classic,
-            waiter: classic_waiter,
         };
         // Until every queue has an entry the kernel keeps using the classic
         // channel, so a reader starts first.
@@ -359,17 +365,18 @@ impl FuseTransport {
         indices: std::ops::Range<usize>,
     ) -> Result<(), FuseError> {
         for index in indices {
-            let file = Arc::clone(&channel.files[index]);
-            let (handler, waiter, stores) = (
-                Arc::clone(&channel.handler),
-                channel.waiter.clone(),
-                Arc::clone(&channel.stores),
-            );
+            let reader = Reader {
+                file: Arc::clone(&channel.files[index]),
+                handler: Arc::clone(&channel.handler),
+                waits: Arc::clone(&channel.waits),
+                index,
+            };
             let life = Arc::clone(&self.life);
             let thread = std::thread::Builder::new()
                 .name(format!("fuse-{index}"))
                 .spawn(move || {
-                    conn::classic_loop(file, &handler, &waiter, &stores, index);
+                    let ended = reader.serve(conn::READ_BUFFER, &SERVE_UNTIL_UNMOUNTED);
+                    tracing::debug!(reader = index, ?ended, "classic reader finished");
                     life.ended("FUSE", CLASSIC_READER_ENDED);
                 })
                 .map_err(FuseError::io("starting a FUSE reader"))?;
