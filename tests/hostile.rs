@@ -1280,12 +1280,13 @@ fn stores_into_a_stalled_page_stall_only_their_caller(channel: Channel) {
     let mut attacker = fs.held_attacker(&daemon, "0", STALL_THREADS, Stdio::piped());
     let attack = line_reader(&mut attacker);
     let attacked = latency("root's GETCNTs while nobody's stores wait");
-    // Stores the helper makes at once for one user: 4 on a ring queue's
-    // link; over the classic link 2 per configured CPU, 8 at least.
+    // Stores the helper makes at once for one user through the link the
+    // attacker's calls take: a ring queue's serves one CPU, the classic
+    // readers' every configured CPU.
     let cpus = nix::unistd::sysconf(nix::unistd::SysconfVar::_NPROCESSORS_CONF)
         .unwrap()
         .unwrap() as usize;
-    let made_at_once = if uring { 4 } else { (2 * cpus).max(8) };
+    let made_at_once = pfmd_transport::store::made_at_once(if uring { 1 } else { cpus }, cpus);
     if made_at_once < STALL_THREADS {
         let during = store_helper_threads(daemon.pid());
         assert!(

@@ -69,6 +69,25 @@ pub const STORES_PER_USER_PER_CPU: usize = 4;
 /// [`USER_STORES_AT_LEAST`]; past it, a store waits.
 pub const USER_STORES_PER_CPU: usize = 2;
 pub const USER_STORES_AT_LEAST: usize = 8;
+
+/// A user's stores in flight at once on a link serving `link_cpus` CPUs
+/// (a ring queue's: 1; the classic readers': every configured CPU).
+pub fn per_link_quota(link_cpus: usize) -> usize {
+    STORES_PER_USER_PER_CPU * link_cpus
+}
+
+/// A user's stores in flight at once over every link, on a system of
+/// `cpus` configured CPUs.
+pub fn in_all_quota(cpus: usize) -> usize {
+    USER_STORES_AT_LEAST.max(USER_STORES_PER_CPU * cpus)
+}
+
+/// A user's stores the helper makes at once through one link serving
+/// `link_cpus` of the system's `cpus`; the user's further stores there
+/// wait (tests/hostile.rs reads it).
+pub fn made_at_once(link_cpus: usize, cpus: usize) -> usize {
+    per_link_quota(link_cpus).min(in_all_quota(cpus))
+}
 /// Threads the helper runs at most (each a store in flight, or idle)...
 pub const HELPER_THREADS: usize = 512;
 /// ... or this many per CPU of the system, where that is more.
@@ -416,7 +435,7 @@ impl Helper {
             threads: AtomicUsize::new(0),
             started: AtomicUsize::new(0),
             max_threads: HELPER_THREADS.max(HELPER_THREADS_PER_CPU * cpus),
-            quota: Quota::new(USER_STORES_AT_LEAST.max(USER_STORES_PER_CPU * cpus)),
+            quota: Quota::new(in_all_quota(cpus)),
             links: Mutex::new(Vec::new()),
         }
     }
@@ -571,7 +590,7 @@ impl Link {
             replies,
             quota: LinkQuota {
                 id: NEXT_LINK.fetch_add(1, Ordering::Relaxed),
-                per_user: STORES_PER_USER_PER_CPU * cpus,
+                per_user: per_link_quota(cpus),
             },
             held: Held::default(),
         }
@@ -885,21 +904,26 @@ mod tests {
     #[test]
     fn quotas_per_link_and_in_all() {
         let (_ours, theirs) = seqpacket_pair().unwrap();
+        // The policy in figures: 4 a user on a ring queue's link; on the
+        // classic link 4 per CPU; in all 2 per CPU, 8 at least.
+        assert_eq!((per_link_quota(1), per_link_quota(2)), (4, 8));
+        assert_eq!(
+            (in_all_quota(1), in_all_quota(4), in_all_quota(64)),
+            (8, 8, 128)
+        );
+        assert_eq!((made_at_once(1, 2), made_at_once(2, 2)), (4, 8));
+        assert_eq!((made_at_once(1, 64), made_at_once(64, 64)), (4, 128));
+        // Links and the helper take theirs from the CPUs they serve.
+        let cpus = configured_cpus();
         let ring = Link::new(theirs, Some(0), Vec::new());
-        assert_eq!(ring.quota.per_user, STORES_PER_USER_PER_CPU);
+        assert_eq!(ring.quota.per_user, per_link_quota(1));
         let (_ours, theirs) = seqpacket_pair().unwrap();
         let (_reply, reply_file) = seqpacket_pair().unwrap();
         let classic = Link::new(theirs, None, vec![reply_file]);
-        assert_eq!(
-            classic.quota.per_user,
-            STORES_PER_USER_PER_CPU * configured_cpus()
-        );
+        assert_eq!(classic.quota.per_user, per_link_quota(cpus));
         assert_ne!(ring.quota.id, classic.quota.id);
         let helper = Helper::new();
-        assert_eq!(
-            helper.quota.in_all,
-            USER_STORES_AT_LEAST.max(USER_STORES_PER_CPU * configured_cpus())
-        );
+        assert_eq!(helper.quota.in_all, in_all_quota(cpus));
         assert!(helper.max_threads >= 4 * helper.quota.in_all);
     }
 
