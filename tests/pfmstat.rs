@@ -470,7 +470,10 @@ fn multiplexing_scales_every_event_back_to_the_whole_run() {
     );
     assert!(r["notes"].to_string().contains("estimates are low"));
 
-    // EV67: pairs; counter 0 cycles and counter 1 cycles take turns.
+    // EV67: pairs; counter 0 cycles and counter 1 cycles take turns. 5%,
+    // as for the child above: under the whole suite on 2 CPUs this
+    // continuous burn's estimate once came out 4% low (1,536 of 1,600
+    // million cycles; 3 runs alone passed at 3%).
     let d = daemon("ev67");
     let (r, out) = report(&d, &["-a"], &["burn", "800"]);
     assert!(out.status.success(), "{}\n{}", text(&out), d.log());
@@ -482,7 +485,7 @@ fn multiplexing_scales_every_event_back_to_the_whole_run() {
         assert!(e["share"].as_f64().unwrap() < 0.7, "{e:#}");
         let estimate = count(&r, name);
         assert!(
-            within(estimate, truth, 0.97, 1.03),
+            within(estimate, truth, 0.95, 1.05),
             "{name}: {estimate} vs {truth}"
         );
     }
