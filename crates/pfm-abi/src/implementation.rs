@@ -73,7 +73,7 @@ impl fmt::Display for Implementation {
 }
 
 #[derive(Debug, thiserror::Error)]
-#[error("unknown model {0:?} (expected ev4, ev45, ev5, ev56, pca56, ev6 or ev67)")]
+#[error("unknown model {0:?} (expected one of {names})", names = Implementation::ALL.map(Implementation::name).join(", "))]
 pub struct UnknownModel(String);
 
 impl FromStr for Implementation {

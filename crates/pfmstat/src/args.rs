@@ -162,9 +162,9 @@ struct Cli {
     #[arg(
         long,
         value_name = "MODEL",
-        value_parser = parse_model,
-        help = "With -t or -l only: print for MODEL (ev4, ev45, ev5, ev56, pca56, ev6, ev67)\n\
-                without opening the device."
+        ignore_case = true,
+        value_parser = parse_model(),
+        help = "With -t or -l only: print for MODEL without opening the device.\n"
     )]
     model: Option<Implementation>,
     #[arg(
@@ -184,8 +184,12 @@ struct Cli {
     command: Vec<OsString>,
 }
 
-fn parse_model(text: &str) -> Result<Implementation, String> {
-    text.parse().map_err(|e| format!("{e}"))
+/// The model names come from the list of implementations, so `--help`
+/// and the error for a wrong name list every model there is.
+fn parse_model() -> impl clap::builder::TypedValueParser<Value = Implementation> {
+    use clap::builder::{PossibleValuesParser, TypedValueParser};
+    PossibleValuesParser::new(Implementation::ALL.map(Implementation::name))
+        .map(|name| name.parse().expect("a name from Implementation::ALL"))
 }
 
 /// Where machine-readable output goes, and in which form.

@@ -6,6 +6,7 @@ mod hotplug;
 mod listing;
 mod systemd;
 
+use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::{Parser, ValueEnum};
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -25,8 +26,8 @@ pub enum TransportChoice {
 #[derive(Debug, Parser)]
 #[command(name = "pfmd", version)]
 pub struct Args {
-    /// Alpha implementation to emulate: ev4, ev45, ev5, ev56, pca56, ev6, ev67.
-    #[arg(long, default_value = "ev4")]
+    /// Alpha implementation to emulate.
+    #[arg(long, default_value = "ev4", ignore_case = true, value_parser = model_parser())]
     pub model: pfm_model::Implementation,
     /// How the device is served.
     #[arg(long, value_enum, default_value = "auto")]
@@ -110,6 +111,13 @@ pub struct Args {
     /// Print the current event mapping in the --event-map file format, then exit.
     #[arg(long)]
     pub print_event_map: bool,
+}
+
+/// The model names come from the list of implementations, so `--help` and
+/// the error for a wrong name list every model there is.
+fn model_parser() -> impl TypedValueParser<Value = pfm_model::Implementation> {
+    PossibleValuesParser::new(pfm_model::Implementation::ALL.map(pfm_model::Implementation::name))
+        .map(|name| name.parse().expect("a name from Implementation::ALL"))
 }
 
 impl Args {
