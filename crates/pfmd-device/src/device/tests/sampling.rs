@@ -278,6 +278,13 @@ fn range_errors_follow_the_reference() {
         Errno::ENOMEM,
         "over --max-profile-bytes"
     );
+    // A "whole address space" kernel range, as some clients pass for all
+    // of the kernel: taken as given (2^60 buckets), not clipped.
+    assert_eq!(
+        e(n::PCNTSETKADDR, &range(0, u64::MAX, 0)[..16]),
+        Errno::ENOMEM,
+        "{{0, ~0}} is not clipped to kernel text"
+    );
     assert_eq!(
         e(n::PCNTCALLER, &[]),
         Errno::EINVAL,
