@@ -6,7 +6,7 @@
 //! structure's size, alignment and field offsets, the bit-field positions (each
 //! field set to all ones, the raw word printed) and every constant. The output
 //! is compared with `pfm_abi::numbers::ALL`, the `#[repr(C)]` structures
-//! and accessors of `pfmd::ioctl::abi`, the model constants, and the literal
+//! and accessors of `pfm_abi`, the model constants, and the literal
 //! values of Appendix A. Both ways: the header defines nothing the test does not
 //! expect, and misses nothing.
 

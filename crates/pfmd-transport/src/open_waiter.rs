@@ -7,10 +7,11 @@
 //! every other refused open is an immediate `EBUSY`, and no thread that
 //! serves requests ever waits.
 //!
-//! Every FUSE channel uses it: fuser's readers, the io_uring queues (whose
-//! reply goes back to the queue's own thread) and the classic readers of
-//! the io_uring transport (which write the reply to `/dev/fuse`). How a
-//! reply reaches the kernel is the channel's [`OpenReply`].
+//! Both FUSE channels use it: the io_uring queues (whose reply goes back to
+//! the queue's own thread) and the classic readers (which write the reply
+//! to `/dev/fuse`). How a reply reaches the kernel is the channel's
+//! [`OpenReply`]. Over CUSE the kernel sends RELEASE before `close(2)`
+//! returns, so no open there needs to wait.
 
 use crate::device::{Device, DeviceError, FileId};
 use crate::policy::Caller;

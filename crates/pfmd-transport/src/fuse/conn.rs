@@ -23,8 +23,8 @@ use zerocopy::FromBytes;
 
 /// The FUSE control device.
 pub const FUSE_DEVICE: &str = "/dev/fuse";
-/// Pages per request: the kernel's default, 128 KiB, so a read(2) arrives
-/// in pieces as large as under fuser.
+/// Pages per request: the kernel's default, 128 KiB, the size of each piece
+/// a large read(2) arrives in.
 pub const MAX_PAGES: u16 = 32;
 /// The device has no write method; the kernel's minimum.
 pub const MAX_WRITE: u32 = 4096;
