@@ -575,6 +575,12 @@ mod tests {
         let o = parse_str(&["-t", "--model", "ev6"]).unwrap();
         assert!(o.print_costs);
         assert_eq!(o.model, Some(Implementation::Ev6));
+        let o = parse_str(&["-l", "--model", "PCA56"]).unwrap();
+        assert_eq!(o.model, Some(Implementation::Pca56), "any case");
+        let m = usage_message(&["-l", "--model", "ev8"]);
+        for model in Implementation::ALL {
+            assert!(m.contains(model.name()), "{model} listed: {m}");
+        }
         assert!(parse_str(&["-l"]).unwrap().list);
         assert!(parse_str(&["-l", "--json"]).unwrap().list);
     }

@@ -259,4 +259,21 @@ mod tests {
         assert_eq!(parse_mhz("2600"), Ok(2600.0));
         assert_eq!(parse_mhz("1"), Ok(1.0));
     }
+
+    /// `--model` takes every implementation's name, in any case, and a
+    /// wrong one is told every name there is.
+    #[test]
+    fn model_names_come_from_the_implementations() {
+        for model in pfm_model::Implementation::ALL {
+            let upper = model.name().to_uppercase();
+            let args = Args::try_parse_from(["pfmd", "--model", &upper]).unwrap();
+            assert_eq!(args.model, model);
+        }
+        let said = Args::try_parse_from(["pfmd", "--model", "ev8"])
+            .unwrap_err()
+            .to_string();
+        for model in pfm_model::Implementation::ALL {
+            assert!(said.contains(model.name()), "{model}: {said}");
+        }
+    }
 }
