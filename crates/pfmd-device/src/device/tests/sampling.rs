@@ -278,8 +278,15 @@ fn range_errors_follow_the_reference() {
         Errno::ENOMEM,
         "over --max-profile-bytes"
     );
-    // A "whole address space" kernel range, as some clients pass for all
-    // of the kernel: taken as given (2^60 buckets), not clipped.
+    // A "whole address space" kernel range, as SPIN's pfm passes for all
+    // of the kernel: taken as given, not clipped. SETKADDR keeps the
+    // stride; the refused SETURANGEs above set none, so it is the default
+    // 4 (2^60 buckets), as SETKRANGE with stride 4 says outright.
+    assert_eq!(
+        e(n::PCNTSETKRANGE, &range(0, u64::MAX, 4)),
+        Errno::ENOMEM,
+        "{{0, ~0}} at stride 4"
+    );
     assert_eq!(
         e(n::PCNTSETKADDR, &range(0, u64::MAX, 0)[..16]),
         Errno::ENOMEM,
