@@ -92,7 +92,8 @@ pub struct Args {
     /// classic loop.
     #[arg(long, value_enum, default_value = "auto")]
     pub fuse_uring: crate::transport::fuse::UringChoice,
-    /// Reader threads (FUSE and CUSE).
+    /// Reader threads, at least 2 (CUSE, and FUSE's classic channel; over
+    /// io_uring each CPU's queue has its own thread).
     #[arg(long, default_value_t = 4)]
     pub threads: usize,
     /// A read of the counters of this many CPUs or more (an ALL or EACH open
