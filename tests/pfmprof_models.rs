@@ -498,7 +498,8 @@ fn an_event_the_host_cannot_count_is_named_with_where_to_look() {
         assert!(
             stderr.contains(&format!("this host cannot count {event}"))
                 && stderr.contains("EOPNOTSUPP")
-                && stderr.contains(&format!("pfmd --model {model} --list-events")),
+                && stderr.contains(&format!("pfmd --model {model} --list-events"))
+                && stderr.contains("pfmstat -l lists what this host counts"),
             "-e {event} on {model}: {stderr}"
         );
         assert!(

@@ -1541,8 +1541,15 @@ access_rows(void)
 	begin("allowed_logall");
 	if (!allowed)
 		skip("not run with -allowed");
-	else if ((fd = must_open(PCNTOPENALL, "open")) >= 0)
-		expect(0, xioctl(fd, PCNTLOGALL, 0));
+	else if ((fd = must_open(PCNTOPENALL, "open")) >= 0) {
+		int got = xioctl(fd, PCNTLOGALL, 0);
+
+		expect(0, got);
+		if (got == EACCES)
+			printf("# -allowed, but the daemon refused system-wide counting: "
+			    "is pfmd started with --allow-group naming a group this "
+			    "process is in (id -G)?\n");
+	}
 
 	begin("allowed_renable_under_logall");
 	if (!allowed)

@@ -388,7 +388,7 @@ impl Profile {
         let outside = h.interrupts.saturating_sub(profiled + lost);
         let total = h.interrupts.max(profiled);
         let mut cumulative = 0.0;
-        let functions = rows
+        let functions: Vec<Row> = rows
             .into_iter()
             .zip(counts)
             .map(|(r, samples)| {
@@ -408,6 +408,17 @@ impl Profile {
                 }
             })
             .collect();
+        // The headline is the function's row(s): the top row may have given
+        // back a sample to rounding, which the lines' own sum does not see.
+        let annotation = function.map(|f| {
+            let mut annotation = self.annotate(f, total, fit);
+            let rows: Vec<&Row> = functions.iter().filter(|r| r.name == f).collect();
+            if !rows.is_empty() {
+                annotation.samples = rows.iter().map(|r| r.samples).sum();
+                annotation.percent = percent(annotation.samples, total);
+            }
+            annotation
+        });
         let first = self.ranges.first();
         let stride = h.stride;
         let mut per_cpu = Vec::new();
@@ -466,7 +477,7 @@ impl Profile {
                 })
                 .collect(),
             functions,
-            annotation: function.map(|f| self.annotate(f, total, fit)),
+            annotation,
         }
     }
 
@@ -1270,6 +1281,35 @@ pub(crate) mod tests {
         let row = report.functions.iter().find(|r| r.name == "hot").unwrap();
         assert_eq!(row.samples, 30, "{:?}", report.functions);
         assert_eq!(report.annotation.unwrap().samples, row.samples);
+    }
+
+    /// Rounding past the interrupt count takes a sample off the top row:
+    /// the annotation's headline is that row's figure, not one more.
+    #[test]
+    fn an_annotation_headline_is_its_row_after_rounding() {
+        let mut buckets = vec![0u64; 16];
+        buckets[4] = 5;
+        buckets[8] = 5;
+        let mut r = range(buckets);
+        r.symbols = vec![sym(0x1000, 0x1060, "hot"), sym(0x1060, 0x1100, "warm")];
+        let mut h = header();
+        h.interrupts = 3;
+        let p = Profile {
+            header: h,
+            ranges: vec![r],
+        };
+        let top = p.report().functions[0].name.clone();
+        let report = p.report_annotating(Some(&top));
+        let rows = &report.functions;
+        assert_eq!(rows.iter().map(|r| r.samples).sum::<u64>(), 3, "{rows:?}");
+        assert_eq!(rows[0].samples, 1, "{rows:?}");
+        let annotation = report.annotation.unwrap();
+        assert_eq!(annotation.samples, rows[0].samples);
+        assert!(
+            annotation
+                .text()
+                .starts_with(&format!("annotation of {top}: 1 samples"))
+        );
     }
 
     #[test]

@@ -331,7 +331,7 @@ fn refusal(choice: &EventChoice, error: pfm_client::Error) -> ProfError {
                 event::measured_statistics().join(", ")
             )),
             _ => ProfError::Refused(format!(
-                "this host cannot count {} on the {} ({op}: EOPNOTSUPP); pfmd --model {model} --list-events shows which events this host counts",
+                "this host cannot count {} on the {} ({op}: EOPNOTSUPP); pfmd --model {model} --list-events says why, and pfmstat -l lists what this host counts with the numbers -e takes",
                 choice.event.name,
                 event::model_name(model)
             )),

@@ -44,7 +44,10 @@ pub enum Error {
     Usage(Box<clap::Error>),
     #[error("{0}")]
     Event(String),
-    #[error("{0}")]
+    /// Events that need the same counter; the hint says what to do.
+    #[error(
+        "{0}\n  count them in separate runs, or with -a (every event of the model, in turns); pfmstat -l shows each event's counter"
+    )]
     Conflict(String),
     /// Opening or driving the device.
     #[error("{0}")]

@@ -587,11 +587,13 @@ impl Report {
                 "",
                 2,
                 &format!(
-                    "multiplexed (-a): {} configurations, {} ms slices, {} switches costing \
+                    "multiplexed (-a): {} configuration{}, {} ms slices, {} switch{} costing \
                      {:.3} ms in all; estimates scale by the {} per slice",
                     m.configurations,
+                    if m.configurations == 1 { "" } else { "s" },
                     m.slice_ms,
                     m.switches,
+                    if m.switches == 1 { "" } else { "es" },
                     m.switch_time_s * 1e3,
                     match self.scope {
                         Scope::Command => "command's CPU time",
