@@ -1262,21 +1262,27 @@ pub(crate) mod tests {
         );
     }
 
+    /// Two functions, `hot` and `warm`, with these samples in one range,
+    /// and the interrupts the device counted.
+    fn hot_and_warm(hot: u64, warm: u64, interrupts: u64) -> Profile {
+        let mut buckets = vec![0u64; 16];
+        buckets[4] = hot;
+        buckets[8] = warm;
+        let mut r = range(buckets);
+        r.symbols = vec![sym(0x1000, 0x1060, "hot"), sym(0x1060, 0x1100, "warm")];
+        let mut h = header();
+        h.interrupts = interrupts;
+        Profile {
+            header: h,
+            ranges: vec![r],
+        }
+    }
+
     /// Estimates over the interrupt count are scaled down to it: the
     /// annotation of a function by the same factor as its row (it was not).
     #[test]
     fn an_annotation_is_scaled_as_its_row() {
-        let mut buckets = vec![0u64; 16];
-        buckets[4] = 60;
-        buckets[8] = 40;
-        let mut r = range(buckets);
-        r.symbols = vec![sym(0x1000, 0x1060, "hot"), sym(0x1060, 0x1100, "warm")];
-        let mut h = header();
-        h.interrupts = 50;
-        let p = Profile {
-            header: h,
-            ranges: vec![r],
-        };
+        let p = hot_and_warm(60, 40, 50);
         let report = p.report_annotating(Some("hot"));
         let row = report.functions.iter().find(|r| r.name == "hot").unwrap();
         assert_eq!(row.samples, 30, "{:?}", report.functions);
@@ -1287,17 +1293,7 @@ pub(crate) mod tests {
     /// the annotation's headline is that row's figure, not one more.
     #[test]
     fn an_annotation_headline_is_its_row_after_rounding() {
-        let mut buckets = vec![0u64; 16];
-        buckets[4] = 5;
-        buckets[8] = 5;
-        let mut r = range(buckets);
-        r.symbols = vec![sym(0x1000, 0x1060, "hot"), sym(0x1060, 0x1100, "warm")];
-        let mut h = header();
-        h.interrupts = 3;
-        let p = Profile {
-            header: h,
-            ranges: vec![r],
-        };
+        let p = hot_and_warm(5, 5, 3);
         let top = p.report().functions[0].name.clone();
         let report = p.report_annotating(Some(&top));
         let rows = &report.functions;
