@@ -219,7 +219,8 @@ fn conformance_program_knows_an_allowed_group_member_when_told() {
         let stdout = String::from_utf8_lossy(&out.stdout);
         assert!(!out.status.success(), "{stdout}");
         assert!(
-            stdout.contains("FAIL allowed_logall: expected 0 got EACCES"),
+            stdout.contains("FAIL allowed_logall: expected 0 got EACCES")
+                && stdout.contains("is pfmd started with --allow-group"),
             "{stdout}"
         );
     }

@@ -372,7 +372,10 @@ fn conflicting_counters_are_an_error_and_nothing_runs() {
         let out = run(pfmstat(&d).args(["-e", a, "-e", b, "touch"]).arg(&marker));
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(125), "{model}: {}", text(&out));
-        assert!(stderr.contains("conflicting counters"), "{model}: {stderr}");
+        assert!(
+            stderr.contains("conflicting counters") && stderr.contains("separate runs, or with -a"),
+            "{model}: {stderr}"
+        );
         assert!(!marker.exists(), "{model}: the command must not run");
     }
     let d = daemon("ev6");

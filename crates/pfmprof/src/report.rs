@@ -412,11 +412,12 @@ impl Profile {
         // back a sample to rounding, which the lines' own sum does not see.
         let annotation = function.map(|f| {
             let mut annotation = self.annotate(f, total, fit);
-            let rows: Vec<&Row> = functions.iter().filter(|r| r.name == f).collect();
-            if !rows.is_empty() {
-                annotation.samples = rows.iter().map(|r| r.samples).sum();
-                annotation.percent = percent(annotation.samples, total);
-            }
+            annotation.samples = functions
+                .iter()
+                .filter(|r| r.name == f)
+                .map(|r| r.samples)
+                .sum();
+            annotation.percent = percent(annotation.samples, total);
             annotation
         });
         let first = self.ranges.first();

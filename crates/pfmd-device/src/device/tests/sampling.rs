@@ -279,9 +279,8 @@ fn range_errors_follow_the_reference() {
         "over --max-profile-bytes"
     );
     // A "whole address space" kernel range, as SPIN's pfm passes for all
-    // of the kernel: taken as given, not clipped. SETKADDR keeps the
-    // stride; the refused SETURANGEs above set none, so it is the default
-    // 4 (2^60 buckets), as SETKRANGE with stride 4 says outright.
+    // of the kernel: taken as given, not clipped (2^60 buckets at stride
+    // 4). SETKRANGE states the stride; SETKADDR, SPIN's call, keeps it.
     assert_eq!(
         e(n::PCNTSETKRANGE, &range(0, u64::MAX, 4)),
         Errno::ENOMEM,
